@@ -1,0 +1,145 @@
+package id
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// Event is a CM event, as struct rdma_cm_event. Events come from an event
+// channel (channel.Channel.GetEvent), from a reactor's handlers, or, on a
+// synchronous id, through ID.Event.
+//
+// An event and the slices it holds are owned by the runtime and recycled
+// when the event is acknowledged: do not use it, or its PrivateData, after
+// Ack (copy what you keep). Events of synchronous ids are acknowledged by the
+// id's next CM call, never by the user.
+type Event struct {
+	// ID is the id the event is for; for CONNECT_REQUEST, the new id.
+	ID *ID
+	// ListenID is the listener of a CONNECT_REQUEST.
+	ListenID *ID
+	// Type is the event type.
+	Type EventType
+	// Status is 0 or, for error events, a negative errno or a reason code
+	// (REJECTED carries the transport's reject reason).
+	Status int
+	// Conn holds the connection parameters of events on RC ids.
+	Conn ConnParam
+	// UD holds the datagram parameters of events on UD ids and of multicast
+	// events.
+	UD UDParam
+	// Arg is the argument of a USER event.
+	Arg uint64
+	// JoinContext is, for MULTICAST_JOIN and MULTICAST_ERROR, the context
+	// given to JoinMulticast (librdmacm passes it as the UD private data).
+	JoinContext any
+	// Group is the multicast group of a MULTICAST_* event.
+	Group netip.Addr
+	// Seq is the event's sequence number in its id's journal.
+	Seq uint64
+
+	raw       RawEvent
+	owner     *ID        // whose event count it is (the listener for CONNECT_REQUEST)
+	mc        *multicast // the join of a MULTICAST_* event
+	src       EventSource
+	acked     atomic.Bool
+	syncOwned bool // held by a synchronous id, which acknowledges it
+}
+
+var eventPool = sync.Pool{New: func() any { return new(Event) }}
+
+func newEvent() *Event {
+	ev := eventPool.Get().(*Event)
+	ev.acked.Store(false)
+	return ev
+}
+
+// free clears the event and returns it to the pool.
+func (ev *Event) free() {
+	raw := &ev.raw
+	raw.UID, raw.Child, raw.PrivateDataLen, raw.Group = 0, nil, 0, netip.Addr{}
+	*ev = Event{raw: ev.raw}
+	eventPool.Put(ev)
+}
+
+// PrivateData returns the event's private data: Conn.PrivateData on RC ids,
+// UD.PrivateData on UD ids. It is valid until the event is acknowledged.
+func (ev *Event) PrivateData() []byte {
+	if ev.Conn.PrivateData != nil {
+		return ev.Conn.PrivateData
+	}
+	return ev.UD.PrivateData
+}
+
+// Source returns the event source the event came from.
+func (ev *Event) Source() EventSource { return ev.src }
+
+// complete does the accounting of an acknowledgement exactly once and
+// reports whether this call did it.
+func (ev *Event) complete() bool {
+	if !ev.acked.CompareAndSwap(false, true) {
+		return false
+	}
+	if ev.mc != nil {
+		ev.mc.completed.Add(1)
+	}
+	if ev.owner != nil {
+		ev.owner.eventCompleted(ev.mc)
+	}
+	return true
+}
+
+// Ack acknowledges the event, as rdma_ack_cm_event: it counts towards the
+// completion Destroy, Migrate and LeaveMulticast wait for, and the event is
+// recycled. Acknowledging an event twice, or an event of a synchronous id,
+// fails with EINVAL.
+func (ev *Event) Ack() error {
+	if ev == nil {
+		return errorf("ack_cm_event", syscall.EINVAL, "nil event")
+	}
+	if ev.syncOwned {
+		return errorf("ack_cm_event", syscall.EINVAL, "event of a synchronous id: its next call acknowledges it")
+	}
+	if !ev.complete() {
+		return errorf("ack_cm_event", syscall.EINVAL, "event already acknowledged")
+	}
+	ev.free()
+	return nil
+}
+
+// Handler handles events; see Event.Handle.
+type Handler interface {
+	// HandleEvent handles one event. The event is acknowledged when it
+	// returns; the error is the caller's to report.
+	HandleEvent(ev *Event) error
+}
+
+// Handle runs h for the event and then acknowledges it, even if h panics
+// (the panic continues after the acknowledgement). While h runs, Destroy
+// and Migrate of the event's id do not wait for this event, so h may call
+// them. If the event's id was destroyed before Handle, h is not called;
+// a CONNECT_REQUEST whose listener was destroyed has its new id rejected and
+// destroyed instead.
+func (ev *Event) Handle(h Handler) (err error) {
+	owner := ev.owner
+	if owner != nil {
+		owner.handling.Add(1)
+	}
+	defer func() {
+		if owner != nil {
+			owner.handling.Add(-1)
+		}
+		_ = ev.Ack()
+	}()
+	if ev.ID == nil || ev.ID.destroyed.Load() {
+		return nil
+	}
+	if ev.Type == EventConnectRequest && ev.ListenID != nil && ev.ListenID.destroyed.Load() {
+		_ = ev.ID.Reject(nil)
+		_ = ev.ID.Destroy()
+		return nil
+	}
+	return h.HandleEvent(ev)
+}

@@ -1,0 +1,357 @@
+package id
+
+import (
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// Channel is an event channel: the queue an asynchronous id reports its
+// events to. channel.Channel implements it.
+type Channel interface {
+	// Source returns the channel's fabric event source.
+	Source() EventSource
+}
+
+// ID is a communication identifier, as struct rdma_cm_id. Its methods are
+// safe for concurrent use, but as in librdmacm the operations of one id are
+// meant to be issued in order by one owner.
+type ID struct {
+	uid     uint64
+	fabric  Fabric
+	ps      PortSpace
+	qpType  QPType
+	journal *Journal
+
+	mu        sync.Mutex
+	cond      sync.Cond // signalled when completed grows, on mu
+	state     State
+	ch        Channel     // nil for a synchronous id
+	src       EventSource // ch's source, or the private one
+	sync      bool
+	ep        Endpoint
+	userCtx   any
+	event     *Event // the current event of a synchronous id
+	parent    uint64 // the listener's handle, for ids born from a request
+	reqIRD    uint8  // what the request asked for (responder resources)
+	reqORD    uint8  // and initiator depth
+	mcs       map[netip.Addr]*multicast
+	finalized bool
+
+	destroyed atomic.Bool
+	reported  atomic.Uint64 // events delivered with this id as owner
+	completed atomic.Uint64 // of those, acknowledged
+	waiters   atomic.Int32  // goroutines waiting on cond
+	handling  atomic.Int32  // handlers running for events this id owns
+	deferWait atomic.Bool   // a destroy waits for completion in the background
+	deferGoal atomic.Uint64
+}
+
+// Option configures Create.
+type Option func(*createOptions)
+
+type createOptions struct {
+	qp      QPType
+	fabric  Fabric
+	journal *Journal
+}
+
+// WithQPType selects the QP type of a PSIB id (RC or UD); other port spaces
+// have a fixed type, and asking for another is EINVAL.
+func WithQPType(t QPType) Option { return func(o *createOptions) { o.qp = t } }
+
+// WithFabric selects the fabric of a synchronous id (one created without a
+// channel); ids on a channel use the channel's fabric.
+func WithFabric(f Fabric) Option { return func(o *createOptions) { o.fabric = f } }
+
+// WithJournal records the id's calls and events in j instead of the default
+// journal.
+func WithJournal(j *Journal) Option { return func(o *createOptions) { o.journal = j } }
+
+// Create creates an id, as rdma_create_id. With a nil channel the id is
+// synchronous: it gets a private channel on the default fabric (or the one
+// given with WithFabric), and calls that produce an event block until it
+// arrives. context is the user's value, returned by Context and inherited by
+// ids born from this id's connection requests. ps must be one of the four
+// port spaces (EINVAL otherwise).
+func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) {
+	if !ps.Valid() {
+		return nil, errorf("create_id", syscall.EINVAL, "port space %#x", uint16(ps))
+	}
+	o := createOptions{qp: ps.DefaultQPType(), journal: defaultJournal}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.qp != ps.DefaultQPType() && !(ps == PSIB && (o.qp == RC || o.qp == UD)) {
+		return nil, errorf("create_id", syscall.EINVAL, "QP type %s in %s", o.qp, ps)
+	}
+	i := &ID{ps: ps, qpType: o.qp, journal: o.journal, userCtx: context, ch: ch, sync: ch == nil}
+	i.cond.L = &i.mu
+	if ch == nil {
+		f := o.fabric
+		if f == nil {
+			var err error
+			if f, err = DefaultFabric(); err != nil {
+				return nil, err
+			}
+		}
+		src, err := f.Open()
+		if err != nil {
+			return nil, wrap("create_id", err)
+		}
+		i.src = src
+	} else {
+		i.src = ch.Source()
+		if i.src == nil {
+			return nil, errorf("create_id", syscall.EINVAL, "channel has no event source (closed?)")
+		}
+	}
+	i.fabric = i.src.Fabric()
+	i.uid = addHandle(entry{id: i})
+	ep, err := i.src.Create(i.uid, ps, o.qp)
+	if err != nil {
+		removeHandle(i.uid)
+		if i.sync {
+			_ = i.src.Close()
+		}
+		return nil, wrap("create_id", err)
+	}
+	i.ep = ep
+	i.record(CallCreate, nil)
+	return i, nil
+}
+
+// record journals a call and its outcome. It must be called with i.mu held
+// or before the id is shared.
+func (i *ID) record(c Call, err error) {
+	r := Record{ID: i.uid, Parent: i.parent, Kind: KindCall, QPType: i.qpType, Call: c, State: i.state}
+	if err != nil {
+		r.Status = int32(errnoOf(err))
+	}
+	i.journal.add(&r)
+}
+
+func errnoOf(err error) syscall.Errno {
+	var e syscall.Errno
+	if asErrno(err, &e) {
+		return e
+	}
+	return syscall.EIO
+}
+
+// Handle returns the id's handle: a process-unique non-zero number that
+// names the id in its journal and in logs.
+func (i *ID) Handle() uint64 { return i.uid }
+
+// Context returns the user's context given to Create (or SetContext).
+func (i *ID) Context() any {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.userCtx
+}
+
+// SetContext replaces the user's context, as assigning id->context.
+func (i *ID) SetContext(c any) {
+	i.mu.Lock()
+	i.userCtx = c
+	i.mu.Unlock()
+}
+
+// PortSpace returns the id's port space.
+func (i *ID) PortSpace() PortSpace { return i.ps }
+
+// QPType returns the id's QP type.
+func (i *ID) QPType() QPType { return i.qpType }
+
+// Fabric returns the fabric the id lives on.
+func (i *ID) Fabric() Fabric { return i.fabric }
+
+// Channel returns the id's event channel, or nil for a synchronous id.
+func (i *ID) Channel() Channel {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.ch
+}
+
+// Synchronous reports whether the id has no channel of its own.
+func (i *ID) Synchronous() bool {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.sync
+}
+
+// State returns the id's state.
+func (i *ID) State() State {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.state
+}
+
+// Endpoint returns the fabric endpoint behind the id, for fabric-specific
+// extensions (the data path). It is nil after Destroy.
+func (i *ID) Endpoint() Endpoint {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.state == StateDestroyed {
+		return nil
+	}
+	return i.ep
+}
+
+// Route returns what the fabric knows of the id's addresses, device and
+// path; the zero Route after Destroy.
+func (i *ID) Route() Route {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.state == StateDestroyed {
+		return Route{}
+	}
+	r, _ := i.ep.Query()
+	return r
+}
+
+// LocalAddr returns the bound or resolved local address, as
+// rdma_get_local_addr.
+func (i *ID) LocalAddr() netip.AddrPort { return i.Route().Src }
+
+// RemoteAddr returns the peer's address, as rdma_get_peer_addr.
+func (i *ID) RemoteAddr() netip.AddrPort { return i.Route().Dst }
+
+// SrcPort returns the local port, as rdma_get_src_port.
+func (i *ID) SrcPort() uint16 { return i.Route().Src.Port() }
+
+// DstPort returns the remote port, as rdma_get_dst_port.
+func (i *ID) DstPort() uint16 { return i.Route().Dst.Port() }
+
+// DeviceName returns the name of the device the id is bound to, or "".
+func (i *ID) DeviceName() string { return i.Route().Device }
+
+// Event returns the current event of a synchronous id: the one its last
+// blocking call returned. It stays valid until the next CM call on the id.
+func (i *ID) Event() *Event {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.event
+}
+
+// eventCompleted counts one acknowledged event of this id (and of join mc).
+func (i *ID) eventCompleted(mc *multicast) {
+	n := i.completed.Add(1)
+	if i.waiters.Load() > 0 || (mc != nil && mc.waiters.Load() > 0) {
+		i.mu.Lock()
+		i.cond.Broadcast()
+		i.mu.Unlock()
+	}
+	if i.deferWait.Load() && n >= i.deferGoal.Load() && i.deferWait.CompareAndSwap(true, false) {
+		i.finalize()
+	}
+}
+
+// waitCompleted blocks until done() holds, re-checking whenever an event of
+// the id is acknowledged.
+func (i *ID) waitCompleted(done func() bool) {
+	i.mu.Lock()
+	i.waiters.Add(1)
+	for !done() {
+		i.cond.Wait()
+	}
+	i.waiters.Add(-1)
+	i.mu.Unlock()
+}
+
+// waitAll waits until every event reported so far is acknowledged, unless a
+// handler of one of them is running (then it cannot be waited for: the
+// handler would deadlock on itself). It reports whether it waited.
+func (i *ID) waitAll() bool {
+	goal := i.reported.Load()
+	if i.handling.Load() > 0 {
+		return false
+	}
+	i.waitCompleted(func() bool { return i.completed.Load() >= goal })
+	return true
+}
+
+// takeEvent detaches the current event of a synchronous id, for the caller
+// to acknowledge once i.mu is released.
+func (i *ID) takeEvent() *Event {
+	ev := i.event
+	i.event = nil
+	return ev
+}
+
+// ackTaken acknowledges an event detached by takeEvent.
+func ackTaken(ev *Event) {
+	if ev != nil {
+		ev.syncOwned = false
+		_ = ev.Ack()
+	}
+}
+
+// Destroy destroys the id, as rdma_destroy_id: the fabric endpoint is
+// released at once (queued events for it are dropped, pending connection
+// requests on a listener are rejected), then Destroy waits until every event
+// reported for the id has been acknowledged. Called from a handler of one of
+// those events, it returns without waiting and the id is finalized when the
+// last one is acknowledged. Destroying twice fails with EINVAL.
+func (i *ID) Destroy() error {
+	i.mu.Lock()
+	if i.state == StateDestroyed {
+		i.mu.Unlock()
+		return errorf("destroy_id", syscall.EINVAL, "id %d already destroyed", i.uid)
+	}
+	i.state = StateDestroyed
+	i.destroyed.Store(true)
+	i.record(CallDestroy, nil)
+	old := i.takeEvent()
+	mcs := i.mcs
+	i.mcs = nil
+	i.mu.Unlock()
+
+	for _, mc := range mcs {
+		removeHandle(mc.uid)
+	}
+	removeHandle(i.uid) // from here on no event is reported for the id
+	err := i.ep.Destroy()
+	ackTaken(old)
+
+	goal := i.reported.Load()
+	if i.handling.Load() > 0 {
+		i.deferGoal.Store(goal)
+		i.deferWait.Store(true)
+		if i.completed.Load() >= goal && i.deferWait.CompareAndSwap(true, false) {
+			i.finalize()
+		}
+		return wrap("destroy_id", err)
+	}
+	i.waitCompleted(func() bool { return i.completed.Load() >= goal })
+	i.finalize()
+	return wrap("destroy_id", err)
+}
+
+// finalize releases what outlives the endpoint: the private channel.
+func (i *ID) finalize() {
+	i.mu.Lock()
+	if i.finalized {
+		i.mu.Unlock()
+		return
+	}
+	i.finalized = true
+	src, sync := i.src, i.sync
+	i.mu.Unlock()
+	if sync {
+		_ = src.Close()
+	}
+}
+
+// usable returns EINVAL for a destroyed id (and ENXIO-like misuse).
+func (i *ID) checkCall(c Call) (State, error) {
+	next, ok := CallAllowed(i.state, c, i.qpType)
+	if ok {
+		return next, nil
+	}
+	if i.state == StateCanceled {
+		return i.state, errorf(c.String(), syscall.EINVAL, "id %d abandoned by a canceled call: destroy it", i.uid)
+	}
+	return i.state, errorf(c.String(), syscall.EINVAL, "not allowed in state %s", i.state)
+}

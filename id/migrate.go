@@ -1,0 +1,47 @@
+package id
+
+import "syscall"
+
+// Migrate moves the id to another event channel, as rdma_migrate_id: events
+// still queued for it move too, and Migrate waits until the events already
+// reported through the old channel have been acknowledged (unless it is
+// called from a handler of one of them). A nil channel makes the id
+// synchronous with a new private channel; migrating a synchronous id to nil
+// is EINVAL, as is a channel of another fabric.
+func (i *ID) Migrate(ch Channel) error {
+	i.mu.Lock()
+	_, err := i.checkCall(CallMigrate)
+	if err == nil && ch == nil && i.sync {
+		err = errorf("migrate_id", syscall.EINVAL, "id %d is already synchronous", i.uid)
+	}
+	var dst EventSource
+	if err == nil {
+		if ch == nil {
+			dst, err = i.fabric.Open()
+		} else if dst = ch.Source(); dst == nil || dst.Fabric() != i.fabric {
+			err = errorf("migrate_id", syscall.EINVAL, "channel is closed or on another fabric")
+		}
+	}
+	if err == nil {
+		if err = dst.Migrate(i.ep); err != nil && ch == nil {
+			_ = dst.Close()
+		}
+	}
+	if err != nil {
+		i.record(CallMigrate, err)
+		i.mu.Unlock()
+		return wrap("migrate_id", err)
+	}
+	oldSrc, wasSync := i.src, i.sync
+	old := i.takeEvent()
+	i.src, i.ch, i.sync = dst, ch, ch == nil
+	i.record(CallMigrate, nil)
+	i.mu.Unlock()
+
+	ackTaken(old)
+	if wasSync {
+		_ = oldSrc.Close()
+	}
+	i.waitAll()
+	return nil
+}

@@ -1,0 +1,251 @@
+package id
+
+import (
+	"context"
+	"net/netip"
+	"syscall"
+	"time"
+)
+
+// run performs a call that produces no event: it checks the state, runs fn
+// with the id locked, moves the state when fn succeeds and journals the call.
+func (i *ID) run(c Call, fn func() error) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	next, err := i.checkCall(c)
+	if err == nil {
+		if err = fn(); err == nil {
+			i.state = next
+		}
+	}
+	i.record(c, err)
+	return wrap(c.String(), err)
+}
+
+// runAsync performs a call whose outcome is an event: like run, and then, on
+// a synchronous id, acknowledges the previous event and waits for the
+// outcome (ucma_complete).
+func (i *ID) runAsync(ctx context.Context, c Call, fn func() error) error {
+	i.mu.Lock()
+	next, err := i.checkCall(c)
+	if err == nil {
+		if err = fn(); err == nil {
+			i.state = next
+		}
+	}
+	i.record(c, err)
+	sync := i.sync
+	var old *Event
+	if err == nil && sync {
+		old = i.takeEvent()
+	}
+	i.mu.Unlock()
+	if err != nil {
+		return wrap(c.String(), err)
+	}
+	if !sync {
+		return nil
+	}
+	ackTaken(old)
+	return i.complete(ctx, c)
+}
+
+// Bind binds the id to a local address and port, as rdma_bind_addr. Port 0
+// picks a free port. Errors: EINVAL (invalid address, already bound),
+// EADDRINUSE, EADDRNOTAVAIL (the address is not local), ENODEV.
+func (i *ID) Bind(addr netip.AddrPort) error {
+	if !addr.IsValid() {
+		return errorf("bind_addr", syscall.EINVAL, "no address")
+	}
+	return i.run(CallBind, func() error { return i.ep.Bind(addr) })
+}
+
+// ResolveAddr resolves dst (and src, if valid) to a device and local
+// address, as rdma_resolve_addr: ADDR_RESOLVED or ADDR_ERROR follows. An
+// unbound id is bound to the source address the routing table picks.
+func (i *ID) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error {
+	return i.ResolveAddrContext(context.Background(), src, dst, timeout)
+}
+
+// ResolveAddrContext is ResolveAddr with a context bounding the wait of a
+// synchronous id.
+func (i *ID) ResolveAddrContext(ctx context.Context, src, dst netip.AddrPort, timeout time.Duration) error {
+	if !dst.IsValid() {
+		return errorf("resolve_addr", syscall.EINVAL, "no destination address")
+	}
+	if src.IsValid() && src.Addr().Unmap().Is4() != dst.Addr().Unmap().Is4() {
+		return errorf("resolve_addr", syscall.EINVAL, "source %s and destination %s differ in family", src, dst)
+	}
+	return i.runAsync(ctx, CallResolveAddr, func() error { return i.ep.ResolveAddr(src, dst, timeout) })
+}
+
+// ResolveRoute resolves the route to the resolved destination, as
+// rdma_resolve_route: ROUTE_RESOLVED or ROUTE_ERROR follows.
+func (i *ID) ResolveRoute(timeout time.Duration) error {
+	return i.ResolveRouteContext(context.Background(), timeout)
+}
+
+// ResolveRouteContext is ResolveRoute with a context bounding the wait of a
+// synchronous id.
+func (i *ID) ResolveRouteContext(ctx context.Context, timeout time.Duration) error {
+	return i.runAsync(ctx, CallResolveRoute, func() error { return i.ep.ResolveRoute(timeout) })
+}
+
+// MaxBacklog is the backlog a listener gets when asked for 0, a negative
+// number or more than this (net.rdma_ucm.max_backlog).
+const MaxBacklog = 1024
+
+// Listen starts listening for connection requests, as rdma_listen. An
+// unbound id binds to the IPv4 wildcard address first. CONNECT_REQUEST
+// events then report new ids on the id's channel.
+func (i *ID) Listen(backlog int) error {
+	if backlog <= 0 || backlog > MaxBacklog {
+		backlog = MaxBacklog
+	}
+	return i.run(CallListen, func() error { return i.ep.Listen(backlog) })
+}
+
+// defaultConnParam is what rdma_connect uses without a parameter.
+var defaultConnParam = ConnParam{
+	ResponderResources: MaxResponderResources,
+	InitiatorDepth:     MaxInitiatorDepth,
+	RetryCount:         7,
+	RNRRetryCount:      7,
+}
+
+// Connect starts connecting to the resolved destination, as rdma_connect.
+// RC ids get ESTABLISHED (or CONNECT_RESPONSE when the application drives
+// its own QP), REJECTED, UNREACHABLE or CONNECT_ERROR; UD ids get
+// ESTABLISHED with UD parameters, or UNREACHABLE. A nil p uses the
+// defaults. Private data over the limit is EINVAL.
+func (i *ID) Connect(p *ConnParam) error {
+	return i.ConnectContext(context.Background(), p)
+}
+
+// ConnectContext is Connect with a context bounding the wait of a
+// synchronous id.
+func (i *ID) ConnectContext(ctx context.Context, p *ConnParam) error {
+	param := defaultConnParam
+	if p != nil {
+		param = *p
+	}
+	if err := checkPrivateData("connect", CallConnect, i.qpType, param.PrivateData); err != nil {
+		return err
+	}
+	return i.runAsync(ctx, CallConnect, func() error { return i.ep.Connect(&param) })
+}
+
+// Accept accepts the connection request that created this id, as
+// rdma_accept. A nil p answers with what the request asked for. On RC ids
+// ESTABLISHED follows (a synchronous id waits for it); on UD ids the reply
+// is sent and Accept returns, with no event.
+func (i *ID) Accept(p *ConnParam) error {
+	return i.AcceptContext(context.Background(), p)
+}
+
+// AcceptContext is Accept with a context bounding the wait of a synchronous
+// RC id.
+func (i *ID) AcceptContext(ctx context.Context, p *ConnParam) error {
+	var param ConnParam
+	if p != nil {
+		param = *p
+	}
+	if err := checkPrivateData("accept", CallAccept, i.qpType, param.PrivateData); err != nil {
+		return err
+	}
+	fn := func() error {
+		if p == nil {
+			param.ResponderResources, param.InitiatorDepth = i.reqIRD, i.reqORD
+		}
+		return i.ep.Accept(i.uid, &param)
+	}
+	if i.qpType == UD {
+		// A UD accept sends the reply and returns; it acknowledges the
+		// current event of a synchronous id.
+		err := i.run(CallAccept, fn)
+		if err == nil {
+			i.mu.Lock()
+			old := i.takeEvent()
+			i.mu.Unlock()
+			ackTaken(old)
+		}
+		return err
+	}
+	return i.runAsync(ctx, CallAccept, fn)
+}
+
+// Reject rejects the connection request that created this id, as
+// rdma_reject, sending privateData to the peer (REJECTED on RC,
+// UNREACHABLE with status 1 on UD).
+func (i *ID) Reject(privateData []byte) error {
+	if err := checkPrivateData("reject", CallReject, i.qpType, privateData); err != nil {
+		return err
+	}
+	return i.run(CallReject, func() error { return i.ep.Reject(privateData) })
+}
+
+// Establish completes a connection after CONNECT_RESPONSE, as
+// rdma_establish, when the application drives its own QP.
+func (i *ID) Establish() error {
+	return i.run(CallEstablish, func() error { return i.ep.Establish() })
+}
+
+// Disconnect disconnects the connection, as rdma_disconnect: both sides get
+// DISCONNECTED (once per connection, whichever side disconnects first). On a
+// synchronous id it waits for the id's DISCONNECTED, unless it was already
+// returned by an earlier call.
+func (i *ID) Disconnect() error {
+	return i.DisconnectContext(context.Background())
+}
+
+// DisconnectContext is Disconnect with a context bounding the wait of a
+// synchronous id.
+func (i *ID) DisconnectContext(ctx context.Context) error {
+	i.mu.Lock()
+	done := i.state == StateDisconnected
+	i.mu.Unlock()
+	if done {
+		return i.run(CallDisconnect, func() error { return i.ep.Disconnect() })
+	}
+	return i.runAsync(ctx, CallDisconnect, func() error { return i.ep.Disconnect() })
+}
+
+// Notify reports an asynchronous QP event to the CM, as rdma_notify.
+func (i *ID) Notify(t EventType) error {
+	return i.run(CallNotify, func() error { return i.ep.Notify(t) })
+}
+
+// SetOption sets an option, as rdma_set_option. val holds the option's bytes
+// in host order; a wrong length is EINVAL and an unknown option ENOSYS.
+func (i *ID) SetOption(level OptionLevel, name OptionName, val []byte) error {
+	if err := checkOption(level, name, val); err != nil {
+		return err
+	}
+	return i.run(CallSetOption, func() error {
+		if err := checkOptionState(i.state, i.qpType, level, name, val); err != nil {
+			return err
+		}
+		return i.ep.SetOption(level, name, val)
+	})
+}
+
+// SetTOS sets the type of service (RDMA_OPTION_ID_TOS).
+func (i *ID) SetTOS(tos uint8) error {
+	return i.SetOption(OptionLevelID, OptionTOS, []byte{tos})
+}
+
+// SetReuseAddr allows binding a port other ids use (RDMA_OPTION_ID_REUSEADDR).
+func (i *ID) SetReuseAddr(on bool) error {
+	return i.SetOption(OptionLevelID, OptionReuseAddr, intOption(on))
+}
+
+// SetAFOnly restricts an IPv6 wildcard id to IPv6 (RDMA_OPTION_ID_AFONLY).
+func (i *ID) SetAFOnly(on bool) error {
+	return i.SetOption(OptionLevelID, OptionAFOnly, intOption(on))
+}
+
+// SetAckTimeout sets the ACK timeout exponent: the transport waits
+// 4.096µs·2^n for an acknowledgement (RDMA_OPTION_ID_ACK_TIMEOUT). RC only.
+func (i *ID) SetAckTimeout(n uint8) error {
+	return i.SetOption(OptionLevelID, OptionAckTimeout, []byte{n})
+}

@@ -1,0 +1,96 @@
+package id
+
+import (
+	"context"
+	"fmt"
+	"syscall"
+)
+
+// complete waits for the outcome of call c on a synchronous id, as
+// librdmacm's ucma_complete: the next event on the id's private channel
+// becomes the id's current event, and a non-zero status becomes the error
+// (REJECTED gives ECONNREFUSED, other statuses their errno). If ctx ends
+// first the id is abandoned: it moves to StateCanceled and only Destroy
+// remains, so a late event cannot be mistaken for the answer to another call.
+func (i *ID) complete(ctx context.Context, c Call) error {
+	ev, err := NextEvent(ctx, i.src, true)
+	if err != nil {
+		if ctx.Err() != nil {
+			i.cancel()
+			return &Error{Op: c.String(), Err: fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())}
+		}
+		return wrap(c.String(), err)
+	}
+	ev.syncOwned = true
+	i.mu.Lock()
+	i.event = ev
+	i.mu.Unlock()
+	if ev.Status != 0 {
+		return errorf(c.String(), StatusErrno(ev.Type, ev.Status), "%s, status %d", ev.Type, ev.Status)
+	}
+	return nil
+}
+
+// cancel moves an id whose blocking call was abandoned to StateCanceled.
+func (i *ID) cancel() {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.state == StateDestroyed {
+		return
+	}
+	i.state = StateCanceled
+	r := Record{ID: i.uid, Parent: i.parent, Kind: KindCancel, QPType: i.qpType, State: i.state}
+	i.journal.add(&r)
+}
+
+// GetRequest waits for a connection request on a synchronous listener and
+// returns the new id, as rdma_get_request; the request is the new id's
+// current event. The new id is synchronous too. On an asynchronous id it
+// fails with EINVAL. A REJECTED event gives ECONNREFUSED, another event with
+// a bad status its errno, and any other event EINVAL; such events stay
+// readable through the listener's Event.
+func (i *ID) GetRequest() (*ID, error) { return i.GetRequestContext(context.Background()) }
+
+// GetRequestContext is GetRequest with a context bounding the wait.
+func (i *ID) GetRequestContext(ctx context.Context) (*ID, error) {
+	i.mu.Lock()
+	_, err := i.checkCall(CallGetRequest)
+	if err == nil && !i.sync {
+		err = errorf("get_request", syscall.EINVAL, "id %d is asynchronous", i.uid)
+	}
+	i.record(CallGetRequest, err)
+	var old *Event
+	if err == nil {
+		old = i.takeEvent()
+	}
+	i.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	ackTaken(old)
+	ev, err := NextEvent(ctx, i.src, true)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &Error{Op: "get_request", Err: fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())}
+		}
+		return nil, wrap("get_request", err)
+	}
+	ev.syncOwned = true
+	if ev.Type == EventConnectRequest && ev.Status == 0 {
+		child := ev.ID
+		child.mu.Lock()
+		child.event = ev
+		child.mu.Unlock()
+		return child, nil
+	}
+	i.mu.Lock()
+	i.event = ev
+	i.mu.Unlock()
+	switch {
+	case ev.Type == EventRejected:
+		return nil, errorf("get_request", syscall.ECONNREFUSED, "%s", ev.Type)
+	case ev.Status != 0:
+		return nil, errorf("get_request", StatusErrno(ev.Type, ev.Status), "%s, status %d", ev.Type, ev.Status)
+	}
+	return nil, errorf("get_request", syscall.EINVAL, "unexpected %s", ev.Type)
+}
