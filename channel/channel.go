@@ -1,0 +1,150 @@
+// Package channel is the RDMA CM event channel, as
+// rdma_create_event_channel(3): a descriptor that is readable while events
+// are queued, GetEvent to take the next event (blocking, or EAGAIN when
+// non-blocking), and Ack to acknowledge it.
+//
+// A channel belongs to one fabric: the default one (the software fabric, or
+// the one $CMRT_FABRIC names) or the one given with WithFabric. Importing
+// this package registers the fabrics that ship with cmrt.
+package channel
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/cmrt/cmrt/id"
+
+	_ "github.com/cmrt/cmrt/fabric/soft" // registers the "soft" fabric
+)
+
+// Channel is an event channel. It is safe for concurrent use.
+type Channel struct {
+	src      id.EventSource
+	nonblock atomic.Bool
+
+	mu     sync.Mutex
+	closed bool
+}
+
+type options struct {
+	fabric   id.Fabric
+	nonblock bool
+}
+
+// Option configures New.
+type Option func(*options)
+
+// WithFabric opens the channel on f instead of the default fabric.
+func WithFabric(f id.Fabric) Option { return func(o *options) { o.fabric = f } }
+
+// WithNonblocking makes GetEvent return EAGAIN instead of waiting, as
+// setting O_NONBLOCK on the channel's fd does in librdmacm.
+func WithNonblocking() Option { return func(o *options) { o.nonblock = true } }
+
+// New creates an event channel. With no fabric registered under the default
+// name it fails with ENODEV.
+func New(opts ...Option) (*Channel, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f := o.fabric
+	if f == nil {
+		var err error
+		if f, err = id.DefaultFabric(); err != nil {
+			return nil, err
+		}
+	}
+	src, err := f.Open()
+	if err != nil {
+		return nil, &id.Error{Op: "create_event_channel", Err: err}
+	}
+	c := &Channel{src: src}
+	c.nonblock.Store(o.nonblock)
+	return c, nil
+}
+
+// Source implements id.Channel.
+func (c *Channel) Source() id.EventSource {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	return c.src
+}
+
+// Fabric returns the fabric the channel is on.
+func (c *Channel) Fabric() id.Fabric { return c.src.Fabric() }
+
+// Fd returns the channel's descriptor: readable (poll, epoll) while events
+// are queued. The descriptor belongs to the channel; do not close it.
+func (c *Channel) Fd() int { return c.src.Fd() }
+
+// SetNonblocking switches GetEvent between waiting and returning EAGAIN.
+func (c *Channel) SetNonblocking(on bool) { c.nonblock.Store(on) }
+
+// Nonblocking reports whether GetEvent returns EAGAIN instead of waiting.
+func (c *Channel) Nonblocking() bool { return c.nonblock.Load() }
+
+// GetEvent returns the next event, as rdma_get_cm_event. It waits for one
+// unless the channel is non-blocking, in which case an empty channel gives
+// an error wrapping EAGAIN. Every event must be acknowledged (Ack or
+// Event.Ack).
+func (c *Channel) GetEvent() (*id.Event, error) {
+	return c.GetEventContext(context.Background())
+}
+
+// GetEventContext is GetEvent with a context bounding the wait; when ctx
+// ends first it returns ctx.Err().
+func (c *Channel) GetEventContext(ctx context.Context) (*id.Event, error) {
+	src := c.Source()
+	if src == nil {
+		return nil, &id.Error{Op: "get_cm_event", Msg: "channel closed", Err: syscall.EBADF}
+	}
+	ev, err := id.NextEvent(ctx, src, !c.nonblock.Load())
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		return nil, &id.Error{Op: "get_cm_event", Err: err}
+	}
+	return ev, nil
+}
+
+// Ack acknowledges an event taken from this channel, as rdma_ack_cm_event.
+// An event from another channel, or one already acknowledged, is EINVAL.
+func (c *Channel) Ack(ev *id.Event) error {
+	if ev == nil {
+		return &id.Error{Op: "ack_cm_event", Msg: "nil event", Err: syscall.EINVAL}
+	}
+	if ev.Source() != c.src {
+		return &id.Error{Op: "ack_cm_event", Msg: "event of another channel", Err: syscall.EINVAL}
+	}
+	return ev.Ack()
+}
+
+// endpointCounter is implemented by sources that know how many ids report
+// to them.
+type endpointCounter interface{ Endpoints() int }
+
+// Close destroys the channel, as rdma_destroy_event_channel. Ids still on it
+// must be destroyed (or migrated) first: while any remain Close fails with
+// EBUSY. Closing twice is a no-op.
+func (c *Channel) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil
+	}
+	if ec, ok := c.src.(endpointCounter); ok {
+		if n := ec.Endpoints(); n > 0 {
+			return &id.Error{Op: "destroy_event_channel", Msg: fmt.Sprintf("%d ids still use the channel", n), Err: syscall.EBUSY}
+		}
+	}
+	c.closed = true
+	return c.src.Close()
+}

@@ -1,0 +1,20 @@
+// Package soft is the software fabric: RDMA CM semantics on any Linux host,
+// with no RDMA hardware and no privileges, speaking iWARP on the wire.
+//
+// Each network interface with an IP address is a soft device (soft0, ...).
+// RC ids (PS_TCP, and PS_IB ids of type RC) are TCP connections whose set-up
+// is the iWARP MPA exchange (RFC 5044, revision 2 enhanced with the RFC 6581
+// IRD/ORD block); the rdma_cm port is the TCP port, as on iWARP, so the
+// fabric interoperates with the kernel's soft-iWARP (siw) and unmodified
+// librdmacm programs. Address and route resolution use the kernel's routing
+// table. Bind reserves real ports, so address conflicts give the errno the
+// kernel's rdma_cm gives (EADDRINUSE, EADDRNOTAVAIL).
+//
+// All sockets of a fabric are multiplexed by a small, fixed number of epoll
+// loops (one by default), never a goroutine per connection; a loop starts
+// with its first socket and stops with its last, so an idle fabric holds no
+// goroutine and no descriptor beyond its event channels.
+//
+// Importing the package registers the fabric under the name "soft" (the
+// default fabric of package id).
+package soft

@@ -1,0 +1,508 @@
+package soft
+
+import (
+	"fmt"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cmrt/cmrt/id"
+)
+
+// endpoint is the software fabric's side of one id.
+type endpoint struct {
+	f  *Fabric
+	ps id.PortSpace
+	qp id.QPType
+
+	mu            sync.Mutex
+	uid           uint64
+	src           *source
+	destroyed     bool
+	bind          *binding
+	local         netip.AddrPort
+	remote        netip.AddrPort
+	dev           *device
+	gateway       netip.Addr
+	mtu           int
+	addrResolved  bool
+	routeResolved bool
+	conn          *conn
+	lis           *listener
+	discReported  bool
+	opt           epOptions
+}
+
+type epOptions struct {
+	tos, ack      uint8
+	tosSet, ackOn bool
+	reuse, afonly bool
+}
+
+func (ep *endpoint) tr() transport {
+	if ep.qp == id.UD {
+		return udp
+	}
+	return tcp
+}
+
+func einval(format string, args ...any) error {
+	return fmt.Errorf("soft: "+format+": %w", append(args, syscall.EINVAL)...)
+}
+
+// emit queues an event for the endpoint. Events of a destroyed endpoint, or
+// of a request's endpoint not yet accepted (uid 0), are dropped, as the
+// kernel drops them.
+func (ep *endpoint) emit(r *id.RawEvent) bool {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.emitLocked(r)
+}
+
+func (ep *endpoint) emitLocked(r *id.RawEvent) bool {
+	if ep.destroyed || ep.uid == 0 {
+		return false
+	}
+	r.UID = ep.uid
+	return ep.src.q.Push(r) == nil
+}
+
+func (ep *endpoint) emitType(t id.EventType, status int32) {
+	r := id.RawEvent{Type: t, Status: status}
+	ep.emit(&r)
+}
+
+// reportDisconnect reports DISCONNECTED once per connection.
+func (ep *endpoint) reportDisconnect(status int32) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.discReported {
+		return
+	}
+	ep.discReported = true
+	r := id.RawEvent{Type: id.EventDisconnected, Status: status}
+	ep.emitLocked(&r)
+}
+
+// connectTimeout bounds an active connection: the ACK_TIMEOUT option
+// (4.096µs·2^n per try, RetryCount+1 tries) or the fabric's default.
+func (ep *endpoint) connectTimeout(p *id.ConnParam) time.Duration {
+	ep.mu.Lock()
+	on, n := ep.opt.ackOn, ep.opt.ack
+	ep.mu.Unlock()
+	if !on {
+		return ep.f.opts.connectTimeout
+	}
+	return ackTimeout(n, p.RetryCount)
+}
+
+func ackTimeout(n, retries uint8) time.Duration {
+	if n > 31 {
+		n = 31
+	}
+	d := time.Duration(4096<<n) * time.Nanosecond * time.Duration(int(retries)+1)
+	return min(max(d, 100*time.Millisecond), 10*time.Minute)
+}
+
+// applySockopts sets the options of a connected socket.
+func (ep *endpoint) applySockopts(fd int, retries uint8) {
+	ep.mu.Lock()
+	o := ep.opt
+	ep.mu.Unlock()
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if o.tosSet {
+		setTOS(fd, o.tos)
+	}
+	if o.ackOn {
+		d := ackTimeout(o.ack, retries)
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_USER_TIMEOUT, int(d/time.Millisecond))
+		idle := max(int(d/time.Second/3), 1)
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_KEEPALIVE, 1)
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPIDLE, idle)
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPINTVL, idle)
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_KEEPCNT, 3)
+	}
+}
+
+func setTOS(fd int, tos uint8) {
+	if sa, err := unix.Getsockname(fd); err == nil {
+		if _, v6 := sa.(*unix.SockaddrInet6); v6 {
+			_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_TCLASS, int(tos))
+			return
+		}
+	}
+	_ = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TOS, int(tos))
+}
+
+// Bind implements id.Endpoint.
+func (ep *endpoint) Bind(addr netip.AddrPort) error {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.destroyed || ep.bind != nil {
+		return einval("bind: endpoint bound or destroyed")
+	}
+	return ep.bindLocked(addr)
+}
+
+func (ep *endpoint) bindLocked(addr netip.AddrPort) error {
+	a := addr.Addr().Unmap()
+	var dev *device
+	if !a.IsUnspecified() {
+		d, err := ep.f.devs.byLocalAddr(a)
+		if err != nil {
+			return err
+		}
+		dev = d
+	}
+	b, err := ep.f.ports.bind(ep.tr(), netip.AddrPortFrom(a, addr.Port()), ep.opt.reuse, ep.opt.afonly)
+	if err != nil {
+		return err
+	}
+	if ep.opt.tosSet {
+		setTOS(b.fd, ep.opt.tos)
+	}
+	ep.bind, ep.dev, ep.local = b, dev, b.addr
+	return nil
+}
+
+// ResolveAddr implements id.Endpoint. Resolution asks the routing table and
+// reports at once: ADDR_RESOLVED, or ADDR_ERROR with the routing errno.
+func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, _ time.Duration) error {
+	d := dst.Addr().Unmap()
+	if d.IsUnspecified() {
+		d = netip.IPv6Loopback()
+		if d.Is4() || dst.Addr().Unmap().Is4() {
+			d = netip.AddrFrom4([4]byte{127, 0, 0, 1})
+		}
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.destroyed {
+		return einval("resolve_addr: destroyed")
+	}
+	from := src.Addr().Unmap()
+	if ep.bind != nil && !ep.local.Addr().IsUnspecified() {
+		from = ep.local.Addr()
+	}
+	ri, err := ep.f.route(d, from)
+	if err != nil {
+		r := id.RawEvent{Type: id.EventAddrError, Status: -int32(errnoOf(err))}
+		ep.emitLocked(&r)
+		return nil
+	}
+	if ep.bind == nil {
+		bindTo := netip.AddrPortFrom(ri.src, 0)
+		if src.IsValid() {
+			bindTo = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
+		}
+		if err := ep.bindLocked(bindTo); err != nil {
+			return err
+		}
+	}
+	ep.dev = ri.dev
+	ep.local = netip.AddrPortFrom(ri.src, ep.local.Port())
+	ep.remote = netip.AddrPortFrom(d, dst.Port())
+	ep.gateway, ep.mtu = ri.gateway, ri.mtu
+	ep.addrResolved = true
+	r := id.RawEvent{Type: id.EventAddrResolved}
+	ep.emitLocked(&r)
+	return nil
+}
+
+// ResolveRoute implements id.Endpoint.
+func (ep *endpoint) ResolveRoute(time.Duration) error {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.destroyed || !ep.addrResolved {
+		return einval("resolve_route: address not resolved")
+	}
+	ri, err := ep.f.route(ep.remote.Addr(), ep.local.Addr())
+	if err != nil {
+		r := id.RawEvent{Type: id.EventRouteError, Status: -int32(errnoOf(err))}
+		ep.emitLocked(&r)
+		return nil
+	}
+	ep.gateway, ep.mtu = ri.gateway, ri.mtu
+	ep.routeResolved = true
+	r := id.RawEvent{Type: id.EventRouteResolved}
+	ep.emitLocked(&r)
+	return nil
+}
+
+// Listen implements id.Endpoint.
+func (ep *endpoint) Listen(backlog int) error {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.destroyed || ep.lis != nil {
+		return einval("listen: listening or destroyed")
+	}
+	if ep.bind == nil {
+		if err := ep.bindLocked(netip.AddrPortFrom(netip.IPv4Unspecified(), 0)); err != nil {
+			return err
+		}
+	}
+	if ep.qp == id.UD {
+		return fmt.Errorf("soft: UD listen: %w", syscall.ENOSYS)
+	}
+	if err := ep.f.ports.listen(ep.bind); err != nil {
+		return err
+	}
+	fd := ep.bind.fd
+	if fd < 0 {
+		return einval("listen: socket in use")
+	}
+	if err := unix.Listen(fd, backlog); err != nil {
+		return fmt.Errorf("soft: listen %s: %w", ep.local, err)
+	}
+	l, err := ep.f.eng.acquire()
+	if err != nil {
+		return err
+	}
+	ep.bind.takeFD()
+	lis := &listener{l: l, f: ep.f, ep: ep, fd: fd, backlog: backlog}
+	ep.lis = lis
+	l.post(lis.start)
+	return nil
+}
+
+// checkCaps applies ucma_valid_param: read depths above the device cap
+// (0xFF aside) are EINVAL.
+func checkCaps(p *id.ConnParam) error {
+	for _, v := range []uint8{p.ResponderResources, p.InitiatorDepth} {
+		if v != 0xFF && v > maxRdAtom {
+			return einval("read depth %d over the device cap %d", v, maxRdAtom)
+		}
+	}
+	return nil
+}
+
+// Connect implements id.Endpoint.
+func (ep *endpoint) Connect(p *id.ConnParam) error {
+	if ep.qp == id.UD {
+		return fmt.Errorf("soft: UD connect: %w", syscall.ENOSYS)
+	}
+	if err := checkCaps(p); err != nil {
+		return err
+	}
+	ep.mu.Lock()
+	if ep.destroyed || ep.bind == nil || ep.conn != nil || !ep.remote.IsValid() {
+		ep.mu.Unlock()
+		return einval("connect: route not resolved")
+	}
+	fd := ep.bind.fd
+	if fd < 0 {
+		ep.mu.Unlock()
+		return einval("connect: socket in use")
+	}
+	l, err := ep.f.eng.acquire()
+	if err != nil {
+		ep.mu.Unlock()
+		return err
+	}
+	ep.bind.takeFD()
+	param := *p
+	param.PrivateData = append([]byte(nil), p.PrivateData...)
+	c := &conn{l: l, f: ep.f, fd: fd, state: csConnecting, active: true, ep: ep, param: param}
+	ep.conn = c
+	remote := ep.remote
+	ep.mu.Unlock()
+
+	ep.applySockopts(fd, p.RetryCount)
+	cerr := unix.Connect(fd, sockaddr(remote))
+	if cerr == unix.EINPROGRESS {
+		cerr = nil
+	}
+	l.post(func() { c.startActive(cerr) })
+	return nil
+}
+
+// Accept implements id.Endpoint.
+func (ep *endpoint) Accept(uid uint64, p *id.ConnParam) error {
+	if ep.qp == id.UD {
+		return fmt.Errorf("soft: UD accept: %w", syscall.ENOSYS)
+	}
+	if err := checkCaps(p); err != nil {
+		return err
+	}
+	ep.mu.Lock()
+	c := ep.conn
+	if ep.destroyed || c == nil || uid == 0 {
+		ep.mu.Unlock()
+		return einval("accept: no connection request")
+	}
+	ep.uid = uid
+	ep.mu.Unlock()
+	param := *p
+	param.PrivateData = append([]byte(nil), p.PrivateData...)
+	var err error
+	c.l.call(func() {
+		if c.state == csReqRecv {
+			ep.applySockopts(c.fd, 7)
+		}
+		err = c.accept(&param)
+	})
+	if err != nil {
+		return fmt.Errorf("soft: accept: connection request gone: %w", err)
+	}
+	return nil
+}
+
+// Reject implements id.Endpoint.
+func (ep *endpoint) Reject(pd []byte) error {
+	ep.mu.Lock()
+	c := ep.conn
+	ep.mu.Unlock()
+	if c == nil {
+		return einval("reject: no connection request")
+	}
+	pd = append([]byte(nil), pd...)
+	c.l.call(func() { c.reject(pd) })
+	return nil
+}
+
+// Establish implements id.Endpoint. Soft ids always have their QP, so the
+// CM never stops at CONNECT_RESPONSE.
+func (ep *endpoint) Establish() error { return einval("establish: not waiting for it") }
+
+// Disconnect implements id.Endpoint.
+func (ep *endpoint) Disconnect() error {
+	ep.mu.Lock()
+	c := ep.conn
+	if !ep.discReported && c != nil {
+		ep.discReported = true
+		r := id.RawEvent{Type: id.EventDisconnected}
+		ep.emitLocked(&r)
+	}
+	ep.mu.Unlock()
+	if c == nil {
+		return einval("disconnect: not connected")
+	}
+	c.l.post(c.disconnect)
+	return nil
+}
+
+// SetOption implements id.Endpoint.
+func (ep *endpoint) SetOption(level id.OptionLevel, name id.OptionName, val []byte) error {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if level == id.OptionLevelIB {
+		if !ep.addrResolved {
+			return einval("IB path before the address is resolved")
+		}
+		ep.routeResolved = true
+		r := id.RawEvent{Type: id.EventRouteResolved}
+		ep.emitLocked(&r)
+		return nil
+	}
+	switch name {
+	case id.OptionTOS:
+		ep.opt.tos, ep.opt.tosSet = val[0], true
+		if ep.bind != nil && ep.bind.fd >= 0 {
+			setTOS(ep.bind.fd, val[0])
+		}
+	case id.OptionReuseAddr:
+		on := val[0]|val[1]|val[2]|val[3] != 0
+		ep.opt.reuse = on
+		if ep.bind != nil {
+			ep.f.ports.mu.Lock()
+			ep.bind.reuse = on && !ep.bind.listening
+			ep.f.ports.mu.Unlock()
+		}
+	case id.OptionAFOnly:
+		ep.opt.afonly = val[0]|val[1]|val[2]|val[3] != 0
+	case id.OptionAckTimeout:
+		ep.opt.ack, ep.opt.ackOn = val[0], true
+	}
+	return nil
+}
+
+// Join implements id.Endpoint.
+func (ep *endpoint) Join(uint64, netip.Addr, bool) error {
+	return fmt.Errorf("soft: multicast: %w", syscall.ENOSYS)
+}
+
+// Leave implements id.Endpoint.
+func (ep *endpoint) Leave(netip.Addr) error {
+	return fmt.Errorf("soft: multicast: %w", syscall.ENOSYS)
+}
+
+// Notify implements id.Endpoint; soft QPs raise no asynchronous events the
+// CM must hear of.
+func (ep *endpoint) Notify(id.EventType) error { return nil }
+
+// Query implements id.Endpoint.
+func (ep *endpoint) Query() (id.Route, error) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	r := id.Route{Src: ep.local, Dst: ep.remote, Gateway: ep.gateway, MTU: ep.mtu}
+	if ep.dev != nil {
+		r.Device, r.PortNum = ep.dev.info.Name, 1
+	}
+	if ep.routeResolved || ep.conn != nil {
+		r.NumPaths = 1
+	}
+	return r, nil
+}
+
+// newChild makes the endpoint of a connection request arriving on ep.
+func (ep *endpoint) newChild(c *conn, local, remote netip.AddrPort) (*endpoint, error) {
+	ep.mu.Lock()
+	src, opt := ep.src, ep.opt
+	ep.mu.Unlock()
+	dev, _ := ep.f.devs.byLocalAddr(local.Addr())
+	child := &endpoint{f: ep.f, ps: ep.ps, qp: ep.qp, src: src, local: local, remote: remote,
+		dev: dev, conn: c, addrResolved: true, routeResolved: true}
+	child.opt.tos, child.opt.tosSet, child.opt.ack, child.opt.ackOn = opt.tos, opt.tosSet, opt.ack, opt.ackOn
+	if dev != nil {
+		child.mtu = dev.mtu
+	}
+	if !src.adopt(child) {
+		return nil, einval("channel closed")
+	}
+	return child, nil
+}
+
+// destroyLocal forgets an endpoint whose connection the loop closes itself.
+func (ep *endpoint) destroyLocal() {
+	ep.mu.Lock()
+	ep.destroyed, ep.conn = true, nil
+	src := ep.src
+	ep.mu.Unlock()
+	src.forget(ep)
+}
+
+// Destroy implements id.Endpoint: queued events are dropped (requests queued
+// on a listener are rejected), sockets are closed before it returns, and the
+// port is released.
+func (ep *endpoint) Destroy() error {
+	ep.mu.Lock()
+	if ep.destroyed {
+		ep.mu.Unlock()
+		return nil
+	}
+	ep.destroyed = true
+	uid, src, c, lis, b := ep.uid, ep.src, ep.conn, ep.lis, ep.bind
+	ep.conn, ep.lis, ep.bind = nil, nil, nil
+	ep.mu.Unlock()
+
+	if uid != 0 {
+		for _, r := range src.q.Extract(func(r *id.RawEvent) bool { return r.UID == uid }) {
+			if r.Child != nil {
+				_ = r.Child.Reject(nil)
+				_ = r.Child.Destroy()
+			}
+		}
+	}
+	src.forget(ep)
+	if c != nil {
+		c.l.call(c.destroy)
+	}
+	if lis != nil {
+		lis.l.call(lis.close)
+	}
+	ep.f.ports.remove(b)
+	return nil
+}

@@ -1,0 +1,112 @@
+package soft
+
+import (
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/evq"
+)
+
+// Fabric is a software fabric. The zero value is not usable: use New, or
+// Default for the registered instance.
+type Fabric struct {
+	opts  options
+	log   zerolog.Logger
+	eng   engine
+	ports portTable
+	devs  deviceTable
+}
+
+type options struct {
+	name           string
+	log            zerolog.Logger
+	netdevs        []string
+	connectTimeout time.Duration
+	requestTimeout time.Duration
+	linger         time.Duration
+	crc            bool
+}
+
+// Option configures a Fabric.
+type Option func(*options)
+
+// WithName registers the fabric under another name than "soft" (for
+// id.Register); useful for a second, differently configured instance.
+func WithName(name string) Option { return func(o *options) { o.name = name } }
+
+// WithLogger sets the logger (zerolog.Nop by default). The fabric logs
+// anomalies only: protocol errors from peers at debug level, resource
+// exhaustion at warn level; never a line per event.
+func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithNetdevs limits the fabric's devices to these network interfaces; ids
+// on other interfaces' addresses get ENODEV.
+func WithNetdevs(names ...string) Option {
+	return func(o *options) { o.netdevs = append([]string(nil), names...) }
+}
+
+// WithConnectTimeout bounds an active connection's TCP connect and MPA
+// exchange (default 10s, siw's MPA timeout); past it the id gets
+// UNREACHABLE with -ETIMEDOUT. An id's ACK_TIMEOUT option overrides it.
+func WithConnectTimeout(d time.Duration) Option { return func(o *options) { o.connectTimeout = d } }
+
+// WithRequestTimeout bounds how long an accepted TCP connection may take to
+// send its MPA Request (default 5s, as siw).
+func WithRequestTimeout(d time.Duration) Option { return func(o *options) { o.requestTimeout = d } }
+
+// WithLinger bounds how long a disconnected connection waits for the peer's
+// FIN before closing (default 2s).
+func WithLinger(d time.Duration) Option { return func(o *options) { o.linger = d } }
+
+// WithCRC asks for MPA CRC32c on connections this fabric initiates or
+// accepts (default off, as siw).
+func WithCRC(on bool) Option { return func(o *options) { o.crc = on } }
+
+// New returns a software fabric.
+func New(opts ...Option) *Fabric {
+	o := options{
+		name: "soft", log: zerolog.Nop(),
+		connectTimeout: 10 * time.Second, requestTimeout: 5 * time.Second, linger: 2 * time.Second,
+	}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f := &Fabric{opts: o, log: o.log}
+	f.eng.log = o.log
+	if o.netdevs != nil {
+		f.devs.filter = make(map[string]bool)
+		for _, n := range o.netdevs {
+			f.devs.filter[n] = true
+		}
+	}
+	return f
+}
+
+var std = New()
+
+// Default returns the fabric registered as "soft".
+func Default() *Fabric { return std }
+
+func init() { id.Register(std) }
+
+// Name implements id.Fabric.
+func (f *Fabric) Name() string { return f.opts.name }
+
+// Devices implements id.Fabric: one device per interface with an address.
+func (f *Fabric) Devices() ([]id.Device, error) { return f.devs.list() }
+
+// Open implements id.Fabric.
+func (f *Fabric) Open() (id.EventSource, error) {
+	q, err := evq.New()
+	if err != nil {
+		return nil, err
+	}
+	return &source{f: f, q: q}, nil
+}
+
+// Quiesce waits until the fabric's loops have stopped, which they do once
+// their last socket is closed. Tests use it before counting goroutines and
+// descriptors.
+func (f *Fabric) Quiesce() { f.eng.wait() }

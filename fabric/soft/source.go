@@ -1,0 +1,126 @@
+package soft
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/evq"
+)
+
+// source is the software fabric's event channel backend: an event FIFO
+// with an eventfd, and the endpoints that report to it.
+type source struct {
+	f *Fabric
+	q *evq.Queue
+
+	mu     sync.Mutex
+	eps    map[*endpoint]struct{}
+	closed bool
+}
+
+// Fabric implements id.EventSource.
+func (s *source) Fabric() id.Fabric { return s.f }
+
+// Fd implements id.EventSource.
+func (s *source) Fd() int { return s.q.Fd() }
+
+// Endpoints returns how many endpoints report to the source.
+func (s *source) Endpoints() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.eps)
+}
+
+// Create implements id.EventSource.
+func (s *source) Create(uid uint64, ps id.PortSpace, qp id.QPType) (id.Endpoint, error) {
+	ep := &endpoint{f: s.f, ps: ps, qp: qp, uid: uid, src: s}
+	if !s.adopt(ep) {
+		return nil, fmt.Errorf("soft: channel closed: %w", syscall.EBADF)
+	}
+	return ep, nil
+}
+
+func (s *source) adopt(ep *endpoint) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.eps == nil {
+		s.eps = make(map[*endpoint]struct{})
+	}
+	s.eps[ep] = struct{}{}
+	return true
+}
+
+func (s *source) forget(ep *endpoint) {
+	s.mu.Lock()
+	delete(s.eps, ep)
+	s.mu.Unlock()
+}
+
+// Next implements id.EventSource.
+func (s *source) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
+	return s.q.Pop(ctx, block, ev)
+}
+
+// Migrate implements id.EventSource: the endpoint and its queued events move
+// here, in order, with no event of it reported in between.
+func (s *source) Migrate(e id.Endpoint) error {
+	ep, ok := e.(*endpoint)
+	if !ok || ep.f != s.f {
+		return fmt.Errorf("soft: endpoint of another fabric: %w", syscall.EINVAL)
+	}
+	if !s.adopt(ep) {
+		return fmt.Errorf("soft: channel closed: %w", syscall.EBADF)
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	old := ep.src
+	if old == s {
+		return nil
+	}
+	if ep.destroyed {
+		s.forget(ep)
+		return fmt.Errorf("soft: endpoint destroyed: %w", syscall.EINVAL)
+	}
+	uid := ep.uid
+	if uid != 0 {
+		moved := old.q.Extract(func(r *id.RawEvent) bool { return r.UID == uid })
+		if err := s.q.PushAll(moved); err != nil {
+			return err
+		}
+	}
+	ep.src = s
+	old.forget(ep)
+	return nil
+}
+
+// Close implements id.EventSource: endpoints still on the source are
+// destroyed, as closing a channel destroys the kernel's ids on it.
+func (s *source) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	eps := make([]*endpoint, 0, len(s.eps))
+	for ep := range s.eps {
+		eps = append(eps, ep)
+	}
+	s.mu.Unlock()
+	for _, ep := range eps {
+		_ = ep.Destroy()
+	}
+	for _, r := range s.q.Close() {
+		if r.Child != nil {
+			_ = r.Child.Reject(nil)
+			_ = r.Child.Destroy()
+		}
+	}
+	return nil
+}
