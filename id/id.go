@@ -37,6 +37,7 @@ type ID struct {
 	reqIRD    uint8  // what the request asked for (responder resources)
 	reqORD    uint8  // and initiator depth
 	mcs       map[netip.Addr]*multicast
+	qp        QP
 	finalized bool
 
 	destroyed atomic.Bool
@@ -306,8 +307,13 @@ func (i *ID) Destroy() error {
 	old := i.takeEvent()
 	mcs := i.mcs
 	i.mcs = nil
+	qp := i.qp
+	i.qp = nil
 	i.mu.Unlock()
 
+	if qp != nil {
+		_ = qp.Destroy()
+	}
 	for _, mc := range mcs {
 		removeHandle(mc.uid)
 	}

@@ -1,0 +1,349 @@
+package id
+
+import (
+	"context"
+	"net/netip"
+	"syscall"
+)
+
+// Access says what a memory region may be used for, as ibv_access_flags.
+type Access uint32
+
+// Access flags.
+const (
+	AccessLocalWrite  Access = 1 << 0
+	AccessRemoteWrite Access = 1 << 1
+	AccessRemoteRead  Access = 1 << 2
+)
+
+// MR is a registered memory region: a Go byte slice the data path may read
+// and write, with the keys peers and work requests name it by.
+type MR interface {
+	// Bytes returns the registered memory.
+	Bytes() []byte
+	// LKey names the region in local work requests.
+	LKey() uint32
+	// RKey names the region in a peer's RDMA Read or Write.
+	RKey() uint32
+	// Addr is the address of Bytes()[0] as peers see it (the tagged offset
+	// base on iWARP).
+	Addr() uint64
+	// Access returns the region's access flags.
+	Access() Access
+}
+
+// WROpcode is the operation of a send work request.
+type WROpcode uint8
+
+// Send work request opcodes.
+const (
+	WRSend WROpcode = iota
+	WRWrite
+	WRRead
+)
+
+// SendFlags modify a send work request, as ibv_send_flags.
+type SendFlags uint32
+
+// Send flags.
+const (
+	// SendSignaled asks for a completion (always given when the QP has
+	// SigAll).
+	SendSignaled SendFlags = 1 << 1
+	// SendSolicited sets the solicited event bit (Send with SE).
+	SendSolicited SendFlags = 1 << 2
+	// SendInline copies the data at post time, so the buffer can be reused
+	// at once.
+	SendInline SendFlags = 1 << 3
+)
+
+// SendWR is a send-queue work request.
+type SendWR struct {
+	// WRID is returned in the completion.
+	WRID   uint64
+	Opcode WROpcode
+	Flags  SendFlags
+	// Buf is the local data (within MR, unless SendInline).
+	Buf []byte
+	MR  MR
+	// RemoteAddr and RKey name the peer's memory for WRWrite and WRRead.
+	RemoteAddr uint64
+	RKey       uint32
+	// AH, RemoteQPN and RemoteQKey address a UD send.
+	AH         *AHAttr
+	RemoteQPN  uint32
+	RemoteQKey uint32
+}
+
+// RecvWR is a receive-queue work request.
+type RecvWR struct {
+	WRID uint64
+	// Buf receives the data (within MR). UD receives start with a 40-byte
+	// GRH, as on RoCE.
+	Buf []byte
+	MR  MR
+}
+
+// WCStatus is the status of a work completion, as enum ibv_wc_status.
+type WCStatus uint8
+
+// Work completion statuses (the subset the fabrics report).
+const (
+	WCSuccess        WCStatus = 0
+	WCLocLenErr      WCStatus = 1
+	WCLocProtErr     WCStatus = 4
+	WCWRFlushErr     WCStatus = 5
+	WCRemAccessErr   WCStatus = 10
+	WCRemOpErr       WCStatus = 11
+	WCRetryExcErr    WCStatus = 12
+	WCRNRRetryExcErr WCStatus = 13
+	WCGeneralErr     WCStatus = 21
+)
+
+var wcStatusNames = map[WCStatus]string{
+	WCSuccess: "success", WCLocLenErr: "local length error", WCLocProtErr: "local protection error",
+	WCWRFlushErr: "Work Request Flushed Error", WCRemAccessErr: "remote access error",
+	WCRemOpErr: "remote operation error", WCRetryExcErr: "transport retry counter exceeded",
+	WCRNRRetryExcErr: "RNR retry counter exceeded", WCGeneralErr: "general error",
+}
+
+// String returns the name ibv_wc_status_str gives.
+func (s WCStatus) String() string {
+	if n, ok := wcStatusNames[s]; ok {
+		return n
+	}
+	return "unknown"
+}
+
+// WCOpcode is the operation a completion reports, as enum ibv_wc_opcode.
+type WCOpcode uint8
+
+// Work completion opcodes.
+const (
+	WCSend      WCOpcode = 0
+	WCRDMAWrite WCOpcode = 1
+	WCRDMARead  WCOpcode = 2
+	WCRecv      WCOpcode = 128
+)
+
+// WC is a work completion, as struct ibv_wc.
+type WC struct {
+	WRID    uint64
+	Status  WCStatus
+	Opcode  WCOpcode
+	ByteLen uint32
+	QPNum   uint32
+	// SrcQP and Src identify the sender of a UD receive.
+	SrcQP uint32
+	Src   netip.AddrPort
+	// GRH says a UD receive starts with a 40-byte GRH.
+	GRH bool
+	// Solicited says the peer set the solicited event bit.
+	Solicited bool
+}
+
+// CQ is a completion queue with its completion channel: Fd is readable while
+// completions are queued, so a reactor can multiplex it.
+type CQ interface {
+	// Fd is readable while the queue holds completions.
+	Fd() int
+	// Poll moves up to len(wcs) completions into wcs, oldest first.
+	Poll(wcs []WC) int
+	// Wait blocks until a completion is queued or ctx ends.
+	Wait(ctx context.Context) error
+}
+
+// QPCap sizes a queue pair, as struct ibv_qp_cap.
+type QPCap struct {
+	MaxSendWR, MaxRecvWR   int
+	MaxSendSGE, MaxRecvSGE int
+	MaxInlineData          int
+}
+
+// QPInitAttr describes a queue pair, as struct ibv_qp_init_attr.
+type QPInitAttr struct {
+	Cap QPCap
+	// SigAll makes every send work request signaled.
+	SigAll bool
+}
+
+// QP is a queue pair bound to an id: the data path after connection set-up.
+type QP interface {
+	// Num is the QP number.
+	Num() uint32
+	// RegMR registers buf.
+	RegMR(buf []byte, access Access) (MR, error)
+	// DeregMR releases a region; work requests still using it fail.
+	DeregMR(mr MR) error
+	// PostSend queues a send work request.
+	PostSend(wr *SendWR) error
+	// PostRecv queues a receive work request.
+	PostRecv(wr *RecvWR) error
+	// SendCQ and RecvCQ are the QP's completion queues.
+	SendCQ() CQ
+	RecvCQ() CQ
+	// Destroy flushes outstanding work requests and releases the QP.
+	Destroy() error
+}
+
+// QPCreator is implemented by endpoints of fabrics with a data path.
+type QPCreator interface {
+	// CreateQP creates the endpoint's queue pair.
+	CreateQP(attr *QPInitAttr) (QP, error)
+}
+
+// CreateQP creates the id's queue pair, as rdma_create_qp with its own
+// completion queues. Fabrics without a data path give ENOSYS; an id that
+// has a QP already gives EINVAL.
+func (i *ID) CreateQP(attr *QPInitAttr) error {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.state == StateDestroyed || i.state == StateCanceled {
+		return errorf("create_qp", syscall.EINVAL, "id %d is %s", i.uid, i.state)
+	}
+	if i.qp != nil {
+		return errorf("create_qp", syscall.EINVAL, "id %d has a QP", i.uid)
+	}
+	c, ok := i.ep.(QPCreator)
+	if !ok {
+		return errorf("create_qp", syscall.ENOSYS, "the %s fabric has no data path", i.fabric.Name())
+	}
+	if attr == nil {
+		attr = &QPInitAttr{}
+	}
+	qp, err := c.CreateQP(attr)
+	if err != nil {
+		return wrap("create_qp", err)
+	}
+	i.qp = qp
+	return nil
+}
+
+// QP returns the id's queue pair, or nil.
+func (i *ID) QP() QP {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.qp
+}
+
+// DestroyQP destroys the id's queue pair, as rdma_destroy_qp.
+func (i *ID) DestroyQP() error {
+	i.mu.Lock()
+	qp := i.qp
+	i.qp = nil
+	i.mu.Unlock()
+	if qp == nil {
+		return errorf("destroy_qp", syscall.EINVAL, "id %d has no QP", i.uid)
+	}
+	return wrap("destroy_qp", qp.Destroy())
+}
+
+func (i *ID) needQP(op string) (QP, error) {
+	if qp := i.QP(); qp != nil {
+		return qp, nil
+	}
+	return nil, errorf(op, syscall.EINVAL, "id %d has no QP", i.uid)
+}
+
+func (i *ID) reg(op string, buf []byte, a Access) (MR, error) {
+	qp, err := i.needQP(op)
+	if err != nil {
+		return nil, err
+	}
+	mr, err := qp.RegMR(buf, a)
+	return mr, wrap(op, err)
+}
+
+// RegMsgs registers buf for sends and receives, as rdma_reg_msgs.
+func (i *ID) RegMsgs(buf []byte) (MR, error) { return i.reg("reg_msgs", buf, AccessLocalWrite) }
+
+// RegRead registers buf as the target of the peer's RDMA Reads, as
+// rdma_reg_read.
+func (i *ID) RegRead(buf []byte) (MR, error) {
+	return i.reg("reg_read", buf, AccessLocalWrite|AccessRemoteRead)
+}
+
+// RegWrite registers buf as the target of the peer's RDMA Writes, as
+// rdma_reg_write.
+func (i *ID) RegWrite(buf []byte) (MR, error) {
+	return i.reg("reg_write", buf, AccessLocalWrite|AccessRemoteWrite)
+}
+
+// DeregMR releases a region, as rdma_dereg_mr.
+func (i *ID) DeregMR(mr MR) error {
+	qp, err := i.needQP("dereg_mr")
+	if err != nil {
+		return err
+	}
+	return wrap("dereg_mr", qp.DeregMR(mr))
+}
+
+// PostRecv posts a receive of buf (within mr), as rdma_post_recv.
+func (i *ID) PostRecv(wrID uint64, buf []byte, mr MR) error {
+	qp, err := i.needQP("post_recv")
+	if err != nil {
+		return err
+	}
+	return wrap("post_recv", qp.PostRecv(&RecvWR{WRID: wrID, Buf: buf, MR: mr}))
+}
+
+// PostSend posts a Send of buf, as rdma_post_send.
+func (i *ID) PostSend(wrID uint64, buf []byte, mr MR, flags SendFlags) error {
+	return i.post("post_send", &SendWR{WRID: wrID, Opcode: WRSend, Flags: flags, Buf: buf, MR: mr})
+}
+
+// PostUDSend posts a datagram to the peer ah/qpn with the UD Q_Key, as
+// rdma_post_ud_send.
+func (i *ID) PostUDSend(wrID uint64, buf []byte, mr MR, flags SendFlags, ah *AHAttr, remoteQPN uint32) error {
+	return i.post("post_ud_send", &SendWR{WRID: wrID, Opcode: WRSend, Flags: flags, Buf: buf, MR: mr,
+		AH: ah, RemoteQPN: remoteQPN, RemoteQKey: UDPQKey})
+}
+
+// PostWrite posts an RDMA Write of buf to the peer's remoteAddr/rkey, as
+// rdma_post_write.
+func (i *ID) PostWrite(wrID uint64, buf []byte, mr MR, flags SendFlags, remoteAddr uint64, rkey uint32) error {
+	return i.post("post_write", &SendWR{WRID: wrID, Opcode: WRWrite, Flags: flags, Buf: buf, MR: mr,
+		RemoteAddr: remoteAddr, RKey: rkey})
+}
+
+// PostRead posts an RDMA Read from the peer's remoteAddr/rkey into buf, as
+// rdma_post_read.
+func (i *ID) PostRead(wrID uint64, buf []byte, mr MR, flags SendFlags, remoteAddr uint64, rkey uint32) error {
+	return i.post("post_read", &SendWR{WRID: wrID, Opcode: WRRead, Flags: flags, Buf: buf, MR: mr,
+		RemoteAddr: remoteAddr, RKey: rkey})
+}
+
+func (i *ID) post(op string, wr *SendWR) error {
+	qp, err := i.needQP(op)
+	if err != nil {
+		return err
+	}
+	return wrap(op, qp.PostSend(wr))
+}
+
+// GetSendComp waits for the next send completion, as rdma_get_send_comp.
+func (i *ID) GetSendComp(ctx context.Context) (WC, error) {
+	return i.comp(ctx, "get_send_comp", func(qp QP) CQ { return qp.SendCQ() })
+}
+
+// GetRecvComp waits for the next receive completion, as rdma_get_recv_comp.
+func (i *ID) GetRecvComp(ctx context.Context) (WC, error) {
+	return i.comp(ctx, "get_recv_comp", func(qp QP) CQ { return qp.RecvCQ() })
+}
+
+func (i *ID) comp(ctx context.Context, op string, which func(QP) CQ) (WC, error) {
+	qp, err := i.needQP(op)
+	if err != nil {
+		return WC{}, err
+	}
+	cq := which(qp)
+	var wc [1]WC
+	for {
+		if cq.Poll(wc[:]) == 1 {
+			return wc[0], nil
+		}
+		if err := cq.Wait(ctx); err != nil {
+			return WC{}, wrap(op, err)
+		}
+	}
+}

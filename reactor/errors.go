@@ -1,0 +1,52 @@
+package reactor
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cmrt/cmrt/id"
+)
+
+// Errors of the reactor.
+var (
+	// ErrClosed is returned by calls on a closed reactor.
+	ErrClosed = errors.New("reactor: closed")
+	// ErrOverload is reported through Options.OnError when MaxPending
+	// events are waiting for handlers; reading pauses until half are done.
+	ErrOverload = errors.New("reactor: overload: handlers are behind, reading paused")
+	// ErrRegistered is returned when a channel is registered twice.
+	ErrRegistered = errors.New("reactor: channel already registered")
+	// ErrNotRegistered is returned by Unregister for an unknown channel.
+	ErrNotRegistered = errors.New("reactor: channel not registered")
+)
+
+// HandlerError is a non-nil error a handler returned.
+type HandlerError struct {
+	// ID is the handle of the event's id.
+	ID uint64
+	// Type is the event's type.
+	Type id.EventType
+	// Err is what the handler returned.
+	Err error
+}
+
+// Error implements error.
+func (e *HandlerError) Error() string {
+	return fmt.Sprintf("reactor: handler of %s for id %d: %v", e.Type, e.ID, e.Err)
+}
+
+// Unwrap returns the handler's error.
+func (e *HandlerError) Unwrap() error { return e.Err }
+
+// PanicError is a panic recovered from a handler; the event was
+// acknowledged and the reactor goes on.
+type PanicError struct {
+	ID    uint64
+	Type  id.EventType
+	Value any
+}
+
+// Error implements error.
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("reactor: handler of %s for id %d panicked: %v", e.Type, e.ID, e.Value)
+}

@@ -1,0 +1,514 @@
+package reactor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/panjf2000/ants/v2"
+	"github.com/rs/zerolog"
+
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/poll"
+)
+
+// Channel is what the reactor multiplexes: an event channel with a
+// pollable descriptor (channel.Channel).
+type Channel interface {
+	id.Channel
+	Fd() int
+}
+
+// registration is a channel the loop reads. Loop-owned except removed.
+type registration struct {
+	key     uint64
+	ch      Channel
+	src     id.EventSource
+	fd      int
+	h       id.Handler
+	removed atomic.Bool
+}
+
+// Reactor is an epoll loop over event channels. Create it with New; it is
+// safe for concurrent use.
+type Reactor struct {
+	opts   Options
+	log    zerolog.Logger
+	poller *poll.Poller
+	waker  *poll.Waker
+	pool   *ants.PoolWithFuncGeneric[*mailbox]
+	done   chan struct{}
+
+	state   atomic.Int32 // 0 open, 1 closing, 2 closed
+	closeMu sync.Mutex
+
+	taskMu sync.Mutex
+	tasks  []func()
+
+	regMu  sync.Mutex         // guards byCh and nextKey (callers' side)
+	byCh   map[Channel]uint64 // channel -> registration key
+	nextKk uint64
+
+	// loop-owned
+	regs   map[uint64]*registration
+	paused bool
+
+	// mailboxes, shared by the loop and the workers
+	mbMu    sync.Mutex
+	mboxes  map[*id.ID]*mailbox
+	ready   []*mailbox
+	spare   []*mailbox
+	pending atomic.Int64 // events taken and not yet handled
+	idle    chan struct{}
+	inline  atomic.Int32 // >0 while an inline handler runs on the loop
+
+	stats counters
+}
+
+type counters struct {
+	events, overloads, panics, errors atomic.Uint64
+}
+
+// Stats is a snapshot of a reactor's counters.
+type Stats struct {
+	// Channels registered.
+	Channels int
+	// Events dispatched since New.
+	Events uint64
+	// Pending events taken from channels and not yet handled.
+	Pending int64
+	// Overloads counts the times reading paused because of MaxPending.
+	Overloads uint64
+	// Panics recovered from handlers.
+	Panics uint64
+	// Errors returned by handlers.
+	Errors uint64
+}
+
+const wakerKey = 0
+
+// New starts a reactor.
+func New(opts ...Option) (*Reactor, error) {
+	o := defaults()
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 4096
+	}
+	if o.Batch <= 0 {
+		o.Batch = 64
+	}
+	p, err := poll.Open(128)
+	if err != nil {
+		return nil, err
+	}
+	w, err := poll.NewWaker()
+	if err != nil {
+		_ = p.Close()
+		return nil, err
+	}
+	if err := p.Add(w.Fd(), poll.In, wakerKey); err != nil {
+		_ = p.Close()
+		_ = w.Close()
+		return nil, err
+	}
+	r := &Reactor{
+		opts: o, log: o.Logger, poller: p, waker: w, done: make(chan struct{}),
+		byCh: make(map[Channel]uint64), regs: make(map[uint64]*registration),
+		mboxes: make(map[*id.ID]*mailbox),
+	}
+	if o.Workers > 0 {
+		pool, err := ants.NewPoolWithFuncGeneric(o.Workers, r.runMailbox,
+			ants.WithNonblocking(true),
+			ants.WithPanicHandler(func(v any) { r.panicked(nil, v) }),
+			ants.WithLogger(&r.log),
+		)
+		if err != nil {
+			_ = p.Close()
+			_ = w.Close()
+			return nil, fmt.Errorf("reactor: worker pool: %w", err)
+		}
+		r.pool = pool
+	}
+	go r.loop()
+	return r, nil
+}
+
+// post queues fn for the loop goroutine.
+func (r *Reactor) post(fn func()) {
+	r.taskMu.Lock()
+	r.tasks = append(r.tasks, fn)
+	r.taskMu.Unlock()
+	if err := r.waker.Wake(); err != nil {
+		r.log.Error().Err(err).Msg("reactor: wake")
+	}
+}
+
+// call runs fn on the loop and waits, unless the caller is an inline
+// handler (which runs on the loop: waiting would deadlock), in which case
+// fn runs when the handler returns.
+func (r *Reactor) call(fn func()) {
+	if r.inline.Load() > 0 {
+		r.post(fn)
+		return
+	}
+	done := make(chan struct{})
+	r.post(func() { fn(); close(done) })
+	select {
+	case <-done:
+	case <-r.done:
+	}
+}
+
+// Register adds a channel: its events go to h. A channel can be registered
+// once. It may be called from a handler.
+func (r *Reactor) Register(ch Channel, h id.Handler) error {
+	if h == nil {
+		return fmt.Errorf("reactor: nil handler: %w", syscall.EINVAL)
+	}
+	src := ch.Source()
+	if src == nil {
+		return fmt.Errorf("reactor: channel closed: %w", syscall.EBADF)
+	}
+	if r.state.Load() != 0 {
+		return ErrClosed
+	}
+	r.regMu.Lock()
+	if _, dup := r.byCh[ch]; dup {
+		r.regMu.Unlock()
+		return ErrRegistered
+	}
+	r.nextKk++
+	reg := &registration{key: r.nextKk, ch: ch, src: src, fd: ch.Fd(), h: h}
+	// epoll_ctl is safe from any goroutine; the loop learns of the key
+	// through a task. A readiness report that comes first is ignored, and
+	// being level-triggered it comes again.
+	if err := r.poller.Add(reg.fd, poll.In, reg.key); err != nil {
+		r.regMu.Unlock()
+		return err
+	}
+	r.byCh[ch] = reg.key
+	r.regMu.Unlock()
+	r.call(func() {
+		r.regs[reg.key] = reg
+		if r.paused {
+			_ = r.poller.Modify(reg.fd, 0, reg.key)
+		}
+	})
+	return nil
+}
+
+// Unregister stops reading a channel. Events already taken from it are
+// still handled. It may be called from a handler.
+func (r *Reactor) Unregister(ch Channel) error {
+	r.regMu.Lock()
+	key, ok := r.byCh[ch]
+	if ok {
+		delete(r.byCh, ch)
+	}
+	r.regMu.Unlock()
+	if !ok {
+		return ErrNotRegistered
+	}
+	r.call(func() {
+		if reg := r.regs[key]; reg != nil {
+			reg.removed.Store(true)
+			delete(r.regs, key)
+			if err := r.poller.Delete(reg.fd); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EBADF) {
+				r.log.Warn().Err(err).Int("fd", reg.fd).Msg("reactor: epoll delete")
+			}
+		}
+	})
+	return nil
+}
+
+// loop is the reactor's goroutine.
+func (r *Reactor) loop() {
+	defer close(r.done)
+	events := make([]poll.Event, 128)
+	for {
+		n, err := r.poller.Wait(events, -1)
+		if err != nil {
+			r.log.Error().Err(err).Msg("reactor: epoll wait")
+			continue
+		}
+		for k := 0; k < n; k++ {
+			key := events[k].Data
+			if key == wakerKey {
+				r.waker.Reset()
+				if r.runTasks() {
+					return
+				}
+				continue
+			}
+			if reg := r.regs[key]; reg != nil {
+				r.drain(reg)
+			}
+		}
+	}
+}
+
+// runTasks runs queued tasks; it reports true when the loop must stop.
+func (r *Reactor) runTasks() (stop bool) {
+	for {
+		r.taskMu.Lock()
+		tasks := r.tasks
+		r.tasks = nil
+		r.taskMu.Unlock()
+		if len(tasks) == 0 {
+			return r.state.Load() != 0
+		}
+		for _, fn := range tasks {
+			fn()
+		}
+	}
+}
+
+// drain takes up to Batch events from a readable channel and dispatches
+// them, pausing when MaxPending is reached.
+func (r *Reactor) drain(reg *registration) {
+	for k := 0; k < r.opts.Batch && !reg.removed.Load(); k++ {
+		if r.pending.Load() >= int64(r.opts.MaxPending) {
+			r.pause()
+			return
+		}
+		ev, err := id.NextEvent(context.Background(), reg.src, false)
+		if err != nil {
+			if !errors.Is(err, syscall.EAGAIN) {
+				// A closed channel: stop polling it instead of spinning.
+				r.log.Warn().Err(err).Int("fd", reg.fd).Msg("reactor: channel unreadable, unregistering")
+				reg.removed.Store(true)
+				delete(r.regs, reg.key)
+				_ = r.poller.Delete(reg.fd)
+			}
+			return
+		}
+		r.stats.events.Add(1)
+		r.pending.Add(1)
+		r.dispatch(ev, reg.h)
+	}
+}
+
+// pause stops reading every channel until resume.
+func (r *Reactor) pause() {
+	if r.paused {
+		return
+	}
+	r.paused = true
+	for _, reg := range r.regs {
+		_ = r.poller.Modify(reg.fd, 0, reg.key)
+	}
+	r.stats.overloads.Add(1)
+	r.log.Warn().Int64("pending", r.pending.Load()).Msg("reactor: overload, reading paused")
+	r.report(ErrOverload)
+	// A worker may have brought pending down already.
+	if r.pending.Load() <= int64(r.opts.MaxPending/2) {
+		r.resume()
+	}
+}
+
+// resume re-arms every channel. Loop only.
+func (r *Reactor) resume() {
+	if !r.paused {
+		return
+	}
+	r.paused = false
+	for _, reg := range r.regs {
+		_ = r.poller.Modify(reg.fd, poll.In, reg.key)
+	}
+}
+
+// dispatch hands one event to its handler.
+func (r *Reactor) dispatch(ev *id.Event, h id.Handler) {
+	if r.pool == nil {
+		r.inline.Add(1)
+		r.handle(ev, h)
+		r.inline.Add(-1)
+		return
+	}
+	r.mbMu.Lock()
+	mb := r.mboxes[ev.ID]
+	if mb == nil {
+		if n := len(r.spare); n > 0 {
+			mb, r.spare = r.spare[n-1], r.spare[:n-1]
+		} else {
+			mb = new(mailbox)
+		}
+		mb.key = ev.ID
+		r.mboxes[ev.ID] = mb
+	}
+	mb.push(item{ev: ev, h: h})
+	submit := !mb.scheduled
+	mb.scheduled = true
+	r.mbMu.Unlock()
+	if submit {
+		if err := r.pool.Invoke(mb); err != nil {
+			// Every worker is busy: the first one to finish its mailbox
+			// takes this one from the ready list.
+			r.mbMu.Lock()
+			r.ready = append(r.ready, mb)
+			r.mbMu.Unlock()
+		}
+	}
+}
+
+// runMailbox drains a mailbox, then any ready mailboxes, on a worker.
+func (r *Reactor) runMailbox(mb *mailbox) {
+	for mb != nil {
+		r.mbMu.Lock()
+		it, ok := mb.pop()
+		if !ok {
+			mb.scheduled = false
+			delete(r.mboxes, mb.key)
+			mb.key = nil
+			r.spare = append(r.spare, mb)
+			mb = nil
+			if n := len(r.ready); n > 0 {
+				mb = r.ready[0]
+				copy(r.ready, r.ready[1:])
+				r.ready = r.ready[:n-1]
+			}
+			r.mbMu.Unlock()
+			continue
+		}
+		r.mbMu.Unlock()
+		r.handle(it.ev, it.h)
+	}
+}
+
+// handle runs one handler; Event.Handle acknowledges the event.
+func (r *Reactor) handle(ev *id.Event, h id.Handler) {
+	handle, typ := ev.ID.Handle(), ev.Type
+	defer func() {
+		if v := recover(); v != nil {
+			r.panicked(&PanicError{ID: handle, Type: typ, Value: v}, v)
+		}
+		r.handled()
+	}()
+	if err := ev.Handle(h); err != nil {
+		r.stats.errors.Add(1)
+		r.report(&HandlerError{ID: handle, Type: typ, Err: err})
+	}
+}
+
+// handled counts a finished event: resume reading past an overload, and
+// wake Close when nothing is pending.
+func (r *Reactor) handled() {
+	n := r.pending.Add(-1)
+	if n == int64(r.opts.MaxPending/2) && r.pool != nil {
+		r.post(r.resume)
+	}
+	if n == 0 && r.state.Load() == 1 {
+		r.mbMu.Lock()
+		if r.idle != nil {
+			select {
+			case r.idle <- struct{}{}:
+			default:
+			}
+		}
+		r.mbMu.Unlock()
+	}
+}
+
+func (r *Reactor) panicked(pe *PanicError, v any) {
+	r.stats.panics.Add(1)
+	r.log.Error().Interface("panic", v).Msg("reactor: handler panicked")
+	if pe != nil {
+		r.report(pe)
+	}
+}
+
+func (r *Reactor) report(err error) {
+	if r.opts.OnError != nil {
+		r.opts.OnError(err)
+	}
+}
+
+// Stats returns the reactor's counters.
+func (r *Reactor) Stats() Stats {
+	r.regMu.Lock()
+	n := len(r.byCh)
+	r.regMu.Unlock()
+	return Stats{
+		Channels: n, Events: r.stats.events.Load(), Pending: r.pending.Load(),
+		Overloads: r.stats.overloads.Load(), Panics: r.stats.panics.Load(), Errors: r.stats.errors.Load(),
+	}
+}
+
+// Close stops the reactor: it stops reading channels (the channels stay
+// open and keep their queued events), waits until the events already taken
+// have been handled and running handlers returned, then releases the worker
+// pool and the loop's descriptors. If ctx ends first, Close returns its
+// error; events still pending are then acknowledged without their handlers.
+// Closing twice is a no-op; Close must not be called from a handler.
+func (r *Reactor) Close(ctx context.Context) error {
+	r.closeMu.Lock()
+	defer r.closeMu.Unlock()
+	if !r.state.CompareAndSwap(0, 1) {
+		return nil
+	}
+	r.mbMu.Lock()
+	r.idle = make(chan struct{}, 1)
+	r.mbMu.Unlock()
+	r.post(func() {
+		for key, reg := range r.regs {
+			reg.removed.Store(true)
+			_ = r.poller.Delete(reg.fd)
+			delete(r.regs, key)
+		}
+	})
+	var err error
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	for err == nil && r.pending.Load() > 0 {
+		select {
+		case <-r.idle:
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if r.pool != nil {
+		if err != nil {
+			r.abandon()
+		}
+		_ = r.pool.ReleaseTimeout(0)
+	}
+	<-r.done
+	r.state.Store(2)
+	_ = r.poller.Close()
+	_ = r.waker.Close()
+	r.regMu.Lock()
+	r.byCh = make(map[Channel]uint64)
+	r.regMu.Unlock()
+	return err
+}
+
+// abandon acknowledges events still waiting in mailboxes, without their
+// handlers, when Close gives up.
+func (r *Reactor) abandon() {
+	r.mbMu.Lock()
+	defer r.mbMu.Unlock()
+	for _, mb := range r.mboxes {
+		if mb.scheduled {
+			continue // a worker or the ready list has it
+		}
+		for it, ok := mb.pop(); ok; it, ok = mb.pop() {
+			_ = it.ev.Ack()
+			r.pending.Add(-1)
+		}
+	}
+	for _, mb := range r.ready {
+		for it, ok := mb.pop(); ok; it, ok = mb.pop() {
+			_ = it.ev.Ack()
+			r.pending.Add(-1)
+		}
+	}
+	r.ready = nil
+}
