@@ -1,0 +1,123 @@
+package soft
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/poll"
+)
+
+// cq is a completion queue with its completion channel: an eventfd that is
+// readable exactly while completions are queued (level semantics, so a
+// reactor can multiplex it without the req_notify dance of verbs). It grows
+// instead of overflowing.
+type cq struct {
+	efd    *poll.EventFD
+	signal chan struct{}
+	done   chan struct{}
+
+	mu     sync.Mutex
+	wcs    []id.WC // ring
+	head   int
+	n      int
+	closed bool
+}
+
+func newCQ() (*cq, error) {
+	efd, err := poll.NewEventFD()
+	if err != nil {
+		return nil, err
+	}
+	return &cq{efd: efd, signal: make(chan struct{}, 1), done: make(chan struct{}), wcs: make([]id.WC, 16)}, nil
+}
+
+// Fd implements id.CQ.
+func (c *cq) Fd() int { return c.efd.Fd() }
+
+// push queues a completion. Completions after close are dropped.
+func (c *cq) push(wc id.WC) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	if c.n == len(c.wcs) {
+		grown := make([]id.WC, 2*len(c.wcs))
+		for k := 0; k < c.n; k++ {
+			grown[k] = c.wcs[(c.head+k)%len(c.wcs)]
+		}
+		c.wcs, c.head = grown, 0
+	}
+	c.wcs[(c.head+c.n)%len(c.wcs)] = wc
+	c.n++
+	if c.n == 1 {
+		_ = c.efd.Add(1)
+	}
+	c.mu.Unlock()
+	select {
+	case c.signal <- struct{}{}:
+	default:
+	}
+}
+
+// Poll implements id.CQ.
+func (c *cq) Poll(out []id.WC) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k := 0
+	for ; k < len(out) && c.n > 0; k++ {
+		out[k] = c.wcs[c.head]
+		c.wcs[c.head] = id.WC{}
+		c.head = (c.head + 1) % len(c.wcs)
+		c.n--
+	}
+	if k > 0 && c.n == 0 {
+		_, _ = c.efd.Read()
+	}
+	return k
+}
+
+// Len returns the number of queued completions.
+func (c *cq) Len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// Wait implements id.CQ.
+func (c *cq) Wait(ctx context.Context) error {
+	for {
+		c.mu.Lock()
+		n, closed := c.n, c.closed
+		c.mu.Unlock()
+		if n > 0 {
+			return nil
+		}
+		if closed {
+			return fmt.Errorf("soft: completion queue destroyed: %w", syscall.EBADF)
+		}
+		select {
+		case <-c.signal:
+		case <-c.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// close releases the eventfd; waiters return EBADF.
+func (c *cq) close() {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.closed = true
+	c.n = 0
+	c.mu.Unlock()
+	close(c.done)
+	_ = c.efd.Close()
+}
