@@ -1,0 +1,5 @@
+//go:build race
+
+package netlink
+
+const raceEnabled = true
