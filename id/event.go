@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/cmrt/cmrt/internal/goid"
 )
 
 // Event is a CM event, as struct rdma_cm_event. Events come from an event
@@ -45,7 +47,9 @@ type Event struct {
 	mc        *multicast // the join of a MULTICAST_* event
 	src       EventSource
 	acked     atomic.Bool
-	syncOwned bool // held by a synchronous id, which acknowledges it
+	syncOwned bool   // held by a synchronous id, which acknowledges it
+	handlerG  uint64 // the goroutine running the event's handler, while it runs
+	inHandle  bool   // HandleOn owns the event: Ack only does the accounting
 }
 
 var eventPool = sync.Pool{New: func() any { return new(Event) }}
@@ -61,6 +65,7 @@ func (ev *Event) free() {
 	raw := &ev.raw
 	raw.UID, raw.Child, raw.PrivateDataLen, raw.Group = 0, nil, 0, netip.Addr{}
 	*ev = Event{raw: ev.raw}
+	ev.acked.Store(true) // a stale Ack of a recycled event fails until it is reissued
 	eventPool.Put(ev)
 }
 
@@ -105,7 +110,9 @@ func (ev *Event) Ack() error {
 	if !ev.complete() {
 		return errorf("ack_cm_event", syscall.EINVAL, "event already acknowledged")
 	}
-	ev.free()
+	if !ev.inHandle {
+		ev.free() // inside a handler, HandleOn frees it when the handler returns
+	}
 	return nil
 }
 
@@ -117,21 +124,32 @@ type Handler interface {
 }
 
 // Handle runs h for the event and then acknowledges it, even if h panics
-// (the panic continues after the acknowledgement). While h runs, Destroy
-// and Migrate of the event's id do not wait for this event, so h may call
-// them. If the event's id was destroyed before Handle, h is not called;
-// a CONNECT_REQUEST whose listener was destroyed has its new id rejected and
-// destroyed instead.
-func (ev *Event) Handle(h Handler) (err error) {
+// (the panic continues after the acknowledgement). h may acknowledge the
+// event itself (Ack then only counts it; the event stays valid until h
+// returns). Destroy, Migrate and
+// LeaveMulticast called from h do not wait for this event (they would wait
+// for themselves); called from another goroutine while h runs, they wait
+// for h to return. If the event's id was destroyed before Handle, h is not
+// called; a CONNECT_REQUEST whose listener was destroyed has its new id
+// rejected and destroyed instead.
+func (ev *Event) Handle(h Handler) error { return ev.HandleOn(h, goid.ID()) }
+
+// HandleOn is Handle for runtimes that run handlers on goroutines whose ids
+// (package internal/goid) they know: g must be the calling goroutine's id.
+// It saves Handle's lookup of the goroutine.
+func (ev *Event) HandleOn(h Handler, g uint64) (err error) {
 	owner := ev.owner
+	ev.inHandle = true
 	if owner != nil {
-		owner.handling.Add(1)
+		ev.handlerG = g
+		owner.beginHandler(ev)
 	}
 	defer func() {
 		if owner != nil {
-			owner.handling.Add(-1)
+			owner.endHandler(ev)
 		}
-		_ = ev.Ack()
+		ev.complete() // a no-op if the handler acknowledged it already
+		ev.free()
 	}()
 	if ev.ID == nil || ev.ID.destroyed.Load() {
 		return nil

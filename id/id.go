@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/cmrt/cmrt/internal/goid"
 )
 
 // Channel is an event channel: the queue an asynchronous id reports its
@@ -45,6 +47,7 @@ type ID struct {
 	completed atomic.Uint64 // of those, acknowledged
 	waiters   atomic.Int32  // goroutines waiting on cond
 	handling  atomic.Int32  // handlers running for events this id owns
+	inHandler []*Event      // those events, under mu
 	deferWait atomic.Bool   // a destroy waits for completion in the background
 	deferGoal atomic.Uint64
 }
@@ -130,7 +133,7 @@ func (i *ID) record(c Call, err error) {
 	if err != nil {
 		r.Status = int32(errnoOf(err))
 	}
-	i.journal.add(&r)
+	i.journal.add(r)
 }
 
 func errnoOf(err error) syscall.Errno {
@@ -261,16 +264,57 @@ func (i *ID) waitCompleted(done func() bool) {
 	i.mu.Unlock()
 }
 
-// waitAll waits until every event reported so far is acknowledged, unless a
-// handler of one of them is running (then it cannot be waited for: the
-// handler would deadlock on itself). It reports whether it waited.
+// waitAll waits until every event reported so far is acknowledged, unless
+// it is called from the handler of one of them (which would wait for
+// itself). It reports whether it waited.
 func (i *ID) waitAll() bool {
 	goal := i.reported.Load()
-	if i.handling.Load() > 0 {
+	if i.calledFromHandler() {
 		return false
 	}
 	i.waitCompleted(func() bool { return i.completed.Load() >= goal })
 	return true
+}
+
+// beginHandler and endHandler bracket a handler of an event this id owns.
+func (i *ID) beginHandler(ev *Event) {
+	i.handling.Add(1)
+	i.mu.Lock()
+	i.inHandler = append(i.inHandler, ev)
+	i.mu.Unlock()
+}
+
+func (i *ID) endHandler(ev *Event) {
+	i.mu.Lock()
+	for k, x := range i.inHandler {
+		if x == ev {
+			last := len(i.inHandler) - 1
+			i.inHandler[k] = i.inHandler[last]
+			i.inHandler[last] = nil
+			i.inHandler = i.inHandler[:last]
+			break
+		}
+	}
+	i.mu.Unlock()
+	i.handling.Add(-1)
+}
+
+// calledFromHandler reports whether the calling goroutine is running the
+// handler of an event this id owns. Only then may a wait for this id's
+// acknowledgements be skipped: it would wait for itself.
+func (i *ID) calledFromHandler() bool {
+	if i.handling.Load() == 0 {
+		return false
+	}
+	me := goid.ID()
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	for _, ev := range i.inHandler {
+		if ev.handlerG == me {
+			return true
+		}
+	}
+	return false
 }
 
 // takeEvent detaches the current event of a synchronous id, for the caller
@@ -294,7 +338,9 @@ func ackTaken(ev *Event) {
 // requests on a listener are rejected), then Destroy waits until every event
 // reported for the id has been acknowledged. Called from a handler of one of
 // those events, it returns without waiting and the id is finalized when the
-// last one is acknowledged. Destroying twice fails with EINVAL.
+// last one is acknowledged; called from another goroutine while a handler
+// of the id runs, it waits for the handler. Destroying twice fails with
+// EINVAL.
 func (i *ID) Destroy() error {
 	i.mu.Lock()
 	if i.state == StateDestroyed {
@@ -322,7 +368,7 @@ func (i *ID) Destroy() error {
 	ackTaken(old)
 
 	goal := i.reported.Load()
-	if i.handling.Load() > 0 {
+	if i.calledFromHandler() {
 		i.deferGoal.Store(goal)
 		i.deferWait.Store(true)
 		if i.completed.Load() >= goal && i.deferWait.CompareAndSwap(true, false) {

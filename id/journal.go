@@ -76,7 +76,7 @@ type Journal struct {
 	ring []Record
 }
 
-type observer struct{ fn func(*Record) }
+type observer struct{ fn func(Record) }
 
 // NewJournal returns a journal that keeps the last capacity records
 // (at least 1).
@@ -93,25 +93,26 @@ var defaultJournal = NewJournal(1 << 16)
 // given another.
 func DefaultJournal() *Journal { return defaultJournal }
 
-// add stamps r with a sequence number and time, stores it and calls the
-// observers. It does not allocate.
-func (j *Journal) add(r *Record) {
+// add stamps r with a sequence number and time, stores it, calls the
+// observers and returns the sequence number. It does not allocate.
+func (j *Journal) add(r Record) uint64 {
 	r.Time = time.Now().UnixNano()
 	j.mu.Lock()
 	r.Seq = j.seq.Add(1)
-	j.ring[(r.Seq-1)%uint64(len(j.ring))] = *r
+	j.ring[(r.Seq-1)%uint64(len(j.ring))] = r
 	j.mu.Unlock()
 	if obs := j.observers.Load(); obs != nil {
 		for _, o := range *obs {
 			o.fn(r)
 		}
 	}
+	return r.Seq
 }
 
-// Observe calls fn synchronously for every new record until the returned
-// stop function is called. fn must not block and must copy the record if
-// it keeps it.
-func (j *Journal) Observe(fn func(*Record)) (stop func()) {
+// Observe calls fn synchronously, from the goroutine that made the record,
+// for every new record until the returned stop function is called. fn must
+// not block.
+func (j *Journal) Observe(fn func(Record)) (stop func()) {
 	o := &observer{fn: fn}
 	j.obsMu.Lock()
 	defer j.obsMu.Unlock()

@@ -87,7 +87,7 @@ func (i *ID) LeaveMulticast(group netip.Addr) error {
 		return err
 	}
 	goal := mc.reported.Load()
-	if i.handling.Load() > 0 {
+	if i.calledFromHandler() {
 		return err
 	}
 	mc.waiters.Add(1)

@@ -122,8 +122,7 @@ func deliver(ev *Event) bool {
 	if child == nil {
 		rec.Parent = 0
 	}
-	id.journal.add(&rec)
-	ev.Seq = rec.Seq
+	ev.Seq = id.journal.add(rec)
 	id.mu.Unlock()
 	return true
 }

@@ -108,7 +108,10 @@ func CallAllowed(s State, c Call, t QPType) (State, bool) {
 		return s, false
 	}
 	if s == StateCanceled {
-		return s, c == CallDestroy
+		if c == CallDestroy {
+			return StateDestroyed, true
+		}
+		return s, false
 	}
 	switch c {
 	case CallDestroy:

@@ -40,7 +40,7 @@ func (i *ID) cancel() {
 	}
 	i.state = StateCanceled
 	r := Record{ID: i.uid, Parent: i.parent, Kind: KindCancel, QPType: i.qpType, State: i.state}
-	i.journal.add(&r)
+	i.journal.add(r)
 }
 
 // GetRequest waits for a connection request on a synchronous listener and

@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/goid"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -39,8 +40,9 @@ type Reactor struct {
 	log    zerolog.Logger
 	poller *poll.Poller
 	waker  *poll.Waker
-	pool   *ants.PoolWithFuncGeneric[*mailbox]
+	pool   *ants.Pool
 	done   chan struct{}
+	loopG  uint64 // the loop goroutine's id (package internal/goid)
 
 	state   atomic.Int32 // 0 open, 1 closing, 2 closed
 	closeMu sync.Mutex
@@ -57,10 +59,13 @@ type Reactor struct {
 	paused bool
 
 	// mailboxes, shared by the loop and the workers
-	mbMu    sync.Mutex
-	mboxes  map[*id.ID]*mailbox
-	ready   []*mailbox
-	spare   []*mailbox
+	mbMu     sync.Mutex
+	mbCond   sync.Cond // signalled when runq grows or workers must stop
+	mboxes   map[*id.ID]*mailbox
+	runq     []*mailbox // scheduled mailboxes no worker has taken yet
+	spare    []*mailbox
+	stopping bool // workers exit once runq is empty
+	workers  sync.WaitGroup
 	pending atomic.Int64 // events taken and not yet handled
 	idle    chan struct{}
 	inline  atomic.Int32 // >0 while an inline handler runs on the loop
@@ -121,9 +126,12 @@ func New(opts ...Option) (*Reactor, error) {
 		byCh: make(map[Channel]uint64), regs: make(map[uint64]*registration),
 		mboxes: make(map[*id.ID]*mailbox),
 	}
+	r.mbCond.L = &r.mbMu
 	if o.Workers > 0 {
-		pool, err := ants.NewPoolWithFuncGeneric(o.Workers, r.runMailbox,
-			ants.WithNonblocking(true),
+		// The pool hosts Workers long-lived workers that drain mailboxes, so
+		// each learns its goroutine id once (Destroy needs it to tell a
+		// handler destroying its own id from another goroutine).
+		pool, err := ants.NewPool(o.Workers,
 			ants.WithPanicHandler(func(v any) { r.panicked(nil, v) }),
 			ants.WithLogger(&r.log),
 		)
@@ -133,6 +141,17 @@ func New(opts ...Option) (*Reactor, error) {
 			return nil, fmt.Errorf("reactor: worker pool: %w", err)
 		}
 		r.pool = pool
+		for k := 0; k < o.Workers; k++ {
+			r.workers.Add(1)
+			if err := pool.Submit(r.worker); err != nil {
+				r.workers.Done()
+				r.stopWorkers()
+				pool.Release()
+				_ = p.Close()
+				_ = w.Close()
+				return nil, fmt.Errorf("reactor: start worker: %w", err)
+			}
+		}
 	}
 	go r.loop()
 	return r, nil
@@ -229,6 +248,7 @@ func (r *Reactor) Unregister(ch Channel) error {
 // loop is the reactor's goroutine.
 func (r *Reactor) loop() {
 	defer close(r.done)
+	r.loopG = goid.ID()
 	events := make([]poll.Event, 128)
 	for {
 		n, err := r.poller.Wait(events, -1)
@@ -326,7 +346,7 @@ func (r *Reactor) resume() {
 func (r *Reactor) dispatch(ev *id.Event, h id.Handler) {
 	if r.pool == nil {
 		r.inline.Add(1)
-		r.handle(ev, h)
+		r.handle(ev, h, r.loopG)
 		r.inline.Add(-1)
 		return
 	}
@@ -342,46 +362,58 @@ func (r *Reactor) dispatch(ev *id.Event, h id.Handler) {
 		r.mboxes[ev.ID] = mb
 	}
 	mb.push(item{ev: ev, h: h})
-	submit := !mb.scheduled
-	mb.scheduled = true
+	if !mb.scheduled {
+		mb.scheduled = true
+		r.runq = append(r.runq, mb)
+		r.mbCond.Signal()
+	}
 	r.mbMu.Unlock()
-	if submit {
-		if err := r.pool.Invoke(mb); err != nil {
-			// Every worker is busy: the first one to finish its mailbox
-			// takes this one from the ready list.
-			r.mbMu.Lock()
-			r.ready = append(r.ready, mb)
+}
+
+// worker takes scheduled mailboxes and drains them, one at a time, until
+// the reactor stops.
+func (r *Reactor) worker() {
+	defer r.workers.Done()
+	g := goid.ID()
+	r.mbMu.Lock()
+	for {
+		for len(r.runq) == 0 && !r.stopping {
+			r.mbCond.Wait()
+		}
+		if len(r.runq) == 0 {
 			r.mbMu.Unlock()
+			return
+		}
+		mb := r.runq[0]
+		copy(r.runq, r.runq[1:])
+		r.runq[len(r.runq)-1] = nil
+		r.runq = r.runq[:len(r.runq)-1]
+		for {
+			it, ok := mb.pop()
+			if !ok {
+				mb.scheduled = false
+				delete(r.mboxes, mb.key)
+				mb.key = nil
+				r.spare = append(r.spare, mb)
+				break
+			}
+			r.mbMu.Unlock()
+			r.handle(it.ev, it.h, g)
+			r.mbMu.Lock()
 		}
 	}
 }
 
-// runMailbox drains a mailbox, then any ready mailboxes, on a worker.
-func (r *Reactor) runMailbox(mb *mailbox) {
-	for mb != nil {
-		r.mbMu.Lock()
-		it, ok := mb.pop()
-		if !ok {
-			mb.scheduled = false
-			delete(r.mboxes, mb.key)
-			mb.key = nil
-			r.spare = append(r.spare, mb)
-			mb = nil
-			if n := len(r.ready); n > 0 {
-				mb = r.ready[0]
-				copy(r.ready, r.ready[1:])
-				r.ready = r.ready[:n-1]
-			}
-			r.mbMu.Unlock()
-			continue
-		}
-		r.mbMu.Unlock()
-		r.handle(it.ev, it.h)
-	}
+// stopWorkers makes the workers exit once the run queue is empty.
+func (r *Reactor) stopWorkers() {
+	r.mbMu.Lock()
+	r.stopping = true
+	r.mbCond.Broadcast()
+	r.mbMu.Unlock()
 }
 
 // handle runs one handler; Event.Handle acknowledges the event.
-func (r *Reactor) handle(ev *id.Event, h id.Handler) {
+func (r *Reactor) handle(ev *id.Event, h id.Handler, g uint64) {
 	handle, typ := ev.ID.Handle(), ev.Type
 	defer func() {
 		if v := recover(); v != nil {
@@ -389,7 +421,7 @@ func (r *Reactor) handle(ev *id.Event, h id.Handler) {
 		}
 		r.handled()
 	}()
-	if err := ev.Handle(h); err != nil {
+	if err := ev.HandleOn(h, g); err != nil {
 		r.stats.errors.Add(1)
 		r.report(&HandlerError{ID: handle, Type: typ, Err: err})
 	}
@@ -399,7 +431,7 @@ func (r *Reactor) handle(ev *id.Event, h id.Handler) {
 // wake Close when nothing is pending.
 func (r *Reactor) handled() {
 	n := r.pending.Add(-1)
-	if n == int64(r.opts.MaxPending/2) && r.pool != nil {
+	if n == int64(r.opts.MaxPending/2) && r.pool != nil && r.state.Load() == 0 {
 		r.post(r.resume)
 	}
 	if n == 0 && r.state.Load() == 1 {
@@ -478,7 +510,11 @@ func (r *Reactor) Close(ctx context.Context) error {
 		if err != nil {
 			r.abandon()
 		}
-		_ = r.pool.ReleaseTimeout(0)
+		r.stopWorkers()
+		if err == nil {
+			r.workers.Wait()
+		}
+		r.pool.Release()
 	}
 	<-r.done
 	r.state.Store(2)
@@ -490,25 +526,18 @@ func (r *Reactor) Close(ctx context.Context) error {
 	return err
 }
 
-// abandon acknowledges events still waiting in mailboxes, without their
-// handlers, when Close gives up.
+// abandon acknowledges the events no worker has started, without their
+// handlers, when Close gives up waiting.
 func (r *Reactor) abandon() {
 	r.mbMu.Lock()
 	defer r.mbMu.Unlock()
-	for _, mb := range r.mboxes {
-		if mb.scheduled {
-			continue // a worker or the ready list has it
-		}
+	for _, mb := range r.runq {
 		for it, ok := mb.pop(); ok; it, ok = mb.pop() {
 			_ = it.ev.Ack()
 			r.pending.Add(-1)
 		}
+		mb.scheduled = false
+		delete(r.mboxes, mb.key)
 	}
-	for _, mb := range r.ready {
-		for it, ok := mb.pop(); ok; it, ok = mb.pop() {
-			_ = it.ev.Ack()
-			r.pending.Add(-1)
-		}
-	}
-	r.ready = nil
+	r.runq = nil
 }

@@ -1,0 +1,380 @@
+package reactor_test
+
+import (
+	"context"
+	"errors"
+	"math/rand"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/handlers"
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/fakefab"
+	"github.com/cmrt/cmrt/reactor"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fixture struct {
+	f   *fakefab.Fabric
+	ch  *channel.Channel
+	r   *reactor.Reactor
+	ids []*id.ID
+}
+
+func newFixture(t testing.TB, nids int, opts ...reactor.Option) *fixture {
+	t.Helper()
+	fx := &fixture{f: fakefab.New("fake", false)}
+	var err error
+	if fx.ch, err = channel.New(channel.WithFabric(fx.f)); err != nil {
+		t.Fatal(err)
+	}
+	if fx.r, err = reactor.New(opts...); err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < nids; k++ {
+		cm, err := id.Create(fx.ch, k, id.PSTCP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fx.ids = append(fx.ids, cm)
+	}
+	t.Cleanup(func() {
+		if err := fx.r.Close(context.Background()); err != nil {
+			t.Errorf("reactor close: %v", err)
+		}
+		for _, cm := range fx.ids {
+			_ = cm.Destroy()
+		}
+		if err := fx.ch.Close(); err != nil {
+			t.Errorf("channel close: %v", err)
+		}
+	})
+	return fx
+}
+
+func ep(cm *id.ID) *fakefab.Endpoint { return cm.Endpoint().(*fakefab.Endpoint) }
+
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestInlineDispatchByType(t *testing.T) {
+	fx := newFixture(t, 1)
+	var mu sync.Mutex
+	var got []id.EventType
+	mux := handlers.New().
+		OnAddrChange(func(ev *id.Event) error { mu.Lock(); got = append(got, ev.Type); mu.Unlock(); return nil }).
+		DefaultFunc(func(ev *id.Event) error { mu.Lock(); got = append(got, -ev.Type); mu.Unlock(); return nil })
+	if err := fx.r.Register(fx.ch, mux); err != nil {
+		t.Fatal(err)
+	}
+	if err := fx.r.Register(fx.ch, mux); !errors.Is(err, reactor.ErrRegistered) {
+		t.Fatalf("second Register = %v", err)
+	}
+	cm := fx.ids[0]
+	ep(cm).Inject(id.EventAddrChange, 0, nil)
+	ep(cm).Inject(id.EventUser, 0, nil)
+	waitFor(t, "two events", func() bool { mu.Lock(); defer mu.Unlock(); return len(got) == 2 })
+	if got[0] != id.EventAddrChange || got[1] != -id.EventUser {
+		t.Fatalf("dispatched %v", got)
+	}
+	// Acknowledged after the handlers: destroy does not wait.
+	if err := cm.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if s := fx.r.Stats(); s.Events != 2 || s.Pending != 0 || s.Channels != 1 {
+		t.Fatalf("stats %+v", s)
+	}
+}
+
+// TestPoolKeepsPerIDOrder interleaves events of many ids and checks that
+// each id's handler sees its events one at a time, in order, while ids run
+// in parallel.
+func TestPoolKeepsPerIDOrder(t *testing.T) {
+	const nids, per = 40, 150
+	fx := newFixture(t, nids, reactor.WithWorkers(8))
+	var (
+		mu       sync.Mutex
+		next     = make(map[*id.ID]int)
+		running  = make(map[*id.ID]bool)
+		fail     string
+		inflight atomic.Int32
+		peak     atomic.Int32
+		total    atomic.Int32
+	)
+	h := handlers.Func(func(ev *id.Event) error {
+		mu.Lock()
+		if running[ev.ID] {
+			fail = "two handlers of one id at once"
+		}
+		running[ev.ID] = true
+		if ev.Status != next[ev.ID] && fail == "" {
+			fail = "out of order"
+		}
+		next[ev.ID] = ev.Status + 1
+		mu.Unlock()
+		n := inflight.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		if rand.Intn(4) == 0 {
+			time.Sleep(50 * time.Microsecond)
+		}
+		inflight.Add(-1)
+		mu.Lock()
+		running[ev.ID] = false
+		mu.Unlock()
+		total.Add(1)
+		return nil
+	})
+	if err := fx.r.Register(fx.ch, h); err != nil {
+		t.Fatal(err)
+	}
+	for s := 0; s < per; s++ {
+		for _, k := range rand.Perm(nids) {
+			ep(fx.ids[k]).Inject(id.EventUser, int32(s), nil)
+		}
+	}
+	waitFor(t, "all events", func() bool { return total.Load() == nids*per })
+	mu.Lock()
+	defer mu.Unlock()
+	if fail != "" {
+		t.Fatal(fail)
+	}
+	for cm, n := range next {
+		if n != per {
+			t.Fatalf("id %d saw %d events", cm.Handle(), n)
+		}
+	}
+	if peak.Load() < 2 {
+		t.Fatalf("no parallelism across ids (peak %d)", peak.Load())
+	}
+}
+
+func TestDestroyWaitsForRunningHandler(t *testing.T) {
+	for _, workers := range []int{0, 2} {
+		fx := newFixture(t, 1, reactor.WithWorkers(workers))
+		release := make(chan struct{})
+		entered := make(chan struct{})
+		_ = fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
+			close(entered)
+			<-release
+			return nil
+		}))
+		cm := fx.ids[0]
+		ep(cm).Inject(id.EventUser, 0, nil)
+		<-entered
+		done := make(chan struct{})
+		go func() { _ = cm.Destroy(); close(done) }()
+		select {
+		case <-done:
+			t.Fatalf("workers=%d: Destroy returned while the handler ran", workers)
+		case <-time.After(50 * time.Millisecond):
+		}
+		close(release)
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+			t.Fatalf("workers=%d: Destroy still blocked after the handler returned", workers)
+		}
+	}
+}
+
+func TestDestroyAndUnregisterFromHandler(t *testing.T) {
+	for _, workers := range []int{0, 3} {
+		fx := newFixture(t, 2, reactor.WithWorkers(workers))
+		var seen atomic.Int32
+		_ = fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
+			seen.Add(1)
+			if ev.Status == 1 {
+				if err := ev.ID.Destroy(); err != nil {
+					return err
+				}
+				return fx.r.Unregister(fx.ch)
+			}
+			return nil
+		}))
+		ep(fx.ids[0]).Inject(id.EventUser, 1, nil)
+		ep(fx.ids[0]).Inject(id.EventUser, 2, nil) // dropped by Destroy or skipped
+		waitFor(t, "destroy from handler", func() bool { return fx.ids[0].State() == id.StateDestroyed })
+		waitFor(t, "unregister", func() bool { return fx.r.Stats().Channels == 0 })
+		// The channel is no longer read: a new event stays queued.
+		ep(fx.ids[1]).Inject(id.EventUser, 3, nil)
+		time.Sleep(20 * time.Millisecond)
+		fx.ch.SetNonblocking(true)
+		ev, err := fx.ch.GetEvent()
+		if err != nil || ev.Status != 3 {
+			t.Fatalf("workers=%d: event after Unregister: %v %v", workers, ev, err)
+		}
+		_ = ev.Ack()
+		if seen.Load() != 1 {
+			t.Fatalf("workers=%d: %d handler calls, want 1", workers, seen.Load())
+		}
+	}
+}
+
+func TestPanicAndErrorReported(t *testing.T) {
+	var mu sync.Mutex
+	var errs []error
+	onErr := func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }
+	for _, workers := range []int{0, 2} {
+		errs = nil
+		fx := newFixture(t, 1, reactor.WithWorkers(workers), reactor.WithErrorHandler(onErr))
+		boom := errors.New("boom")
+		_ = fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
+			switch ev.Status {
+			case 1:
+				panic("kaboom")
+			case 2:
+				return boom
+			}
+			return nil
+		}))
+		cm := fx.ids[0]
+		ep(cm).Inject(id.EventUser, 1, nil)
+		ep(cm).Inject(id.EventUser, 2, nil)
+		ep(cm).Inject(id.EventUser, 0, nil)
+		waitFor(t, "three events", func() bool { s := fx.r.Stats(); return s.Events == 3 && s.Pending == 0 })
+		mu.Lock()
+		var pe *reactor.PanicError
+		var he *reactor.HandlerError
+		if len(errs) != 2 || !errors.As(errs[0], &pe) || pe.Value != "kaboom" || !errors.As(errs[1], &he) ||
+			!errors.Is(errs[1], boom) || he.ID != cm.Handle() || he.Type != id.EventUser {
+			t.Fatalf("workers=%d: errors %v", workers, errs)
+		}
+		mu.Unlock()
+		if s := fx.r.Stats(); s.Panics != 1 || s.Errors != 1 {
+			t.Fatalf("stats %+v", s)
+		}
+		if hung := destroyHangs(cm); hung {
+			t.Fatal("an event stayed unacknowledged")
+		}
+	}
+}
+
+func destroyHangs(cm *id.ID) bool {
+	done := make(chan struct{})
+	go func() { _ = cm.Destroy(); close(done) }()
+	select {
+	case <-done:
+		return false
+	case <-time.After(2 * time.Second):
+		return true
+	}
+}
+
+func TestOverloadPausesWithoutLoss(t *testing.T) {
+	const n = 300
+	var overloads atomic.Int32
+	fx := newFixture(t, 10, reactor.WithWorkers(2), reactor.WithMaxPending(8),
+		reactor.WithErrorHandler(func(err error) {
+			if errors.Is(err, reactor.ErrOverload) {
+				overloads.Add(1)
+			}
+		}))
+	seen := make([]atomic.Int32, n)
+	_ = fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
+		seen[ev.Status].Add(1)
+		time.Sleep(100 * time.Microsecond)
+		return nil
+	}))
+	for k := 0; k < n; k++ {
+		ep(fx.ids[k%10]).Inject(id.EventUser, int32(k), nil)
+	}
+	waitFor(t, "every event", func() bool { s := fx.r.Stats(); return s.Events == n && s.Pending == 0 })
+	for k := range seen {
+		if c := seen[k].Load(); c != 1 {
+			t.Fatalf("event %d handled %d times", k, c)
+		}
+	}
+	if overloads.Load() == 0 || fx.r.Stats().Overloads == 0 {
+		t.Fatal("no overload reported with 8 pending allowed and slow handlers")
+	}
+	if p := fx.r.Stats().Pending; p != 0 {
+		t.Fatalf("pending %d", p)
+	}
+}
+
+func TestCloseWaitsForInflightAndIsIdempotent(t *testing.T) {
+	fx := newFixture(t, 1, reactor.WithWorkers(1))
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	var finished atomic.Bool
+	_ = fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
+		close(entered)
+		<-release
+		finished.Store(true)
+		return nil
+	}))
+	ep(fx.ids[0]).Inject(id.EventUser, 0, nil)
+	<-entered
+	closed := make(chan error, 1)
+	go func() { closed <- fx.r.Close(context.Background()) }()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while a handler ran")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-closed; err != nil || !finished.Load() {
+		t.Fatalf("Close = %v, handler finished %v", err, finished.Load())
+	}
+	if err := fx.r.Close(context.Background()); err != nil {
+		t.Fatalf("second Close = %v", err)
+	}
+	if err := fx.r.Register(fx.ch, handlers.New()); !errors.Is(err, reactor.ErrClosed) {
+		t.Fatalf("Register after Close = %v", err)
+	}
+	// Events arriving after Close stay in the channel.
+	ep(fx.ids[0]).Inject(id.EventUser, 7, nil)
+	fx.ch.SetNonblocking(true)
+	ev, err := fx.ch.GetEvent()
+	if err != nil || ev.Status != 7 {
+		t.Fatalf("event after Close: %v", err)
+	}
+	_ = ev.Ack()
+}
+
+func TestCloseDeadline(t *testing.T) {
+	fx := newFixture(t, 1, reactor.WithWorkers(1))
+	release := make(chan struct{})
+	entered := make(chan struct{})
+	_ = fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
+		if ev.Status == 0 {
+			close(entered)
+			<-release
+		}
+		return nil
+	}))
+	ep(fx.ids[0]).Inject(id.EventUser, 0, nil)
+	ep(fx.ids[0]).Inject(id.EventUser, 1, nil)
+	<-entered
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if err := fx.r.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Close = %v, want DeadlineExceeded", err)
+	}
+	close(release)
+	if destroyHangs(fx.ids[0]) {
+		t.Fatal("events left unacknowledged after a timed-out Close")
+	}
+}
+
+func TestUnregisterUnknown(t *testing.T) {
+	fx := newFixture(t, 0)
+	if err := fx.r.Unregister(fx.ch); !errors.Is(err, reactor.ErrNotRegistered) {
+		t.Fatalf("Unregister = %v", err)
+	}
+}
