@@ -66,9 +66,9 @@ type Reactor struct {
 	spare    []*mailbox
 	stopping bool // workers exit once runq is empty
 	workers  sync.WaitGroup
-	pending atomic.Int64 // events taken and not yet handled
-	idle    chan struct{}
-	inline  atomic.Int32 // >0 while an inline handler runs on the loop
+	pending  atomic.Int64 // events taken and not yet handled
+	idle     chan struct{}
+	inline   atomic.Int32 // >0 while an inline handler runs on the loop
 
 	stats counters
 }
