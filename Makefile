@@ -1,0 +1,59 @@
+# cmrt — make targets. `make test` is the test command CI runs (.ci/run).
+#
+#   make demo         server + client on loopback over the software fabric
+#   make test         vet, gofmt check, all tests with -race
+#   make bench        benchmarks and baseline comparisons (BENCHMARKS.md)
+#   make fuzz         every native fuzz target for FUZZTIME each
+#   make interop      in the VM: Go against the kernel's siw and rdma-core's
+#                     tools, and the kernel fabric on rxe0 (builds the VM first)
+#   make reliability  fault, load and bad-input tests across network namespaces
+
+# Go: the one on PATH, else the machine's /usr/local/go.
+GO       ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
+export PATH := $(dir $(GO)):$(PATH)
+
+FUZZTIME ?= 30s
+SHARED   ?= $(abspath ../shared)
+VM_CACHE ?= $(HOME)/.cache/cmrt-vm
+VM_OUT   ?= $(VM_CACHE)/out
+VM_DL    ?= $(VM_CACHE)/dl
+VM_RUN   ?= $(SHARED)/vm/run.sh
+export VM_OUT VM_DL VM_RUN
+
+.PHONY: all demo test vet bench fuzz vm interop interop-siw interop-kernel reliability clean
+
+all: test
+
+demo:
+	$(GO) run ./examples/demo
+
+test: vet
+	$(GO) test -race -count=1 -timeout 30m ./...
+
+vet:
+	$(GO) vet ./...
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+bench:
+	scripts/bench.sh
+
+fuzz:
+	scripts/fuzz.sh $(FUZZTIME)
+
+vm:
+	$(SHARED)/vm/build.sh
+
+interop: interop-siw interop-kernel
+
+interop-siw: vm
+	scripts/interop-siw.sh
+
+interop-kernel: vm
+	scripts/interop-kernel.sh
+
+reliability:
+	scripts/reliability.sh
+
+clean:
+	$(GO) clean -testcache
