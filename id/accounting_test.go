@@ -367,3 +367,22 @@ func TestJournalRecordsAndReplays(t *testing.T) {
 		t.Fatal("unreachable")
 	}
 }
+
+func TestSyncLeaveAcksItsOwnJoinEvent(t *testing.T) {
+	f := fakefab.New("fake", true)
+	cm, err := id.Create(nil, nil, id.PSUDP, id.WithFabric(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Destroy()
+	_ = cm.Bind(netip.MustParseAddrPort("127.0.0.1:0"))
+	group := netip.MustParseAddr("239.9.9.9")
+	if err := cm.JoinMulticast(group, nil); err != nil || cm.Event().Type != id.EventMulticastJoin {
+		t.Fatalf("sync join: %v", err)
+	}
+	// The join's event is the id's current event: Leave must not wait for
+	// it forever.
+	if hung, _ := blocks(func() { _ = cm.LeaveMulticast(group) }, 2*time.Second); hung {
+		t.Fatal("sync LeaveMulticast waited for its own join event")
+	}
+}

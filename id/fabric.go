@@ -96,7 +96,7 @@ type Endpoint interface {
 	// Leave leaves a group joined with Join.
 	Leave(group netip.Addr) error
 	// Notify reports an asynchronous QP event to the CM (rdma_notify).
-	Notify(t EventType) error
+	Notify(e AsyncEvent) error
 	// Query returns the endpoint's addresses, device and path.
 	Query() (Route, error)
 	// Destroy releases the endpoint and drops the events still queued for

@@ -69,8 +69,9 @@ func (i *ID) JoinMulticastContext(ctx context.Context, group netip.Addr, flags J
 
 // LeaveMulticast leaves a group, as rdma_leave_multicast: traffic to the
 // group stops reaching the id, and the call waits until the join's events
-// have been acknowledged. Leaving a group that was never joined fails with
-// EADDRNOTAVAIL.
+// have been acknowledged (on a synchronous id whose current event is the
+// join's, that event is acknowledged first: librdmacm would wait forever).
+// Leaving a group that was never joined fails with EADDRNOTAVAIL.
 func (i *ID) LeaveMulticast(group netip.Addr) error {
 	group = group.Unmap()
 	var mc *multicast
@@ -86,6 +87,13 @@ func (i *ID) LeaveMulticast(group netip.Addr) error {
 	if mc == nil {
 		return err
 	}
+	i.mu.Lock()
+	var old *Event
+	if i.sync && i.event != nil && i.event.mc == mc {
+		old = i.takeEvent()
+	}
+	i.mu.Unlock()
+	ackTaken(old)
 	goal := mc.reported.Load()
 	if i.calledFromHandler() {
 		return err

@@ -193,7 +193,10 @@ func (i *ID) Establish() error {
 // Disconnect disconnects the connection, as rdma_disconnect: both sides get
 // DISCONNECTED (once per connection, whichever side disconnects first). On a
 // synchronous id it waits for the id's DISCONNECTED, unless it was already
-// returned by an earlier call.
+// returned by an earlier call. On the software fabric (iWARP) the local
+// DISCONNECTED comes at once; on InfiniBand and RoCE the kernel reports it
+// when the peer answers (it disconnects too) or the request times out, so
+// two synchronous peers must disconnect concurrently.
 func (i *ID) Disconnect() error {
 	return i.DisconnectContext(context.Background())
 }
@@ -210,9 +213,18 @@ func (i *ID) DisconnectContext(ctx context.Context) error {
 	return i.runAsync(ctx, CallDisconnect, func() error { return i.ep.Disconnect() })
 }
 
-// Notify reports an asynchronous QP event to the CM, as rdma_notify.
-func (i *ID) Notify(t EventType) error {
-	return i.run(CallNotify, func() error { return i.ep.Notify(t) })
+// AsyncEvent is a verbs asynchronous event type (enum ibv_event_type), the
+// argument of Notify.
+type AsyncEvent uint32
+
+// AsyncCommEst is IBV_EVENT_COMM_EST: the QP received its first message
+// before the CM saw the connection established.
+const AsyncCommEst AsyncEvent = 4
+
+// Notify reports an asynchronous QP event to the CM, as rdma_notify; the
+// CM uses AsyncCommEst to complete a connection whose RTU was lost.
+func (i *ID) Notify(e AsyncEvent) error {
+	return i.run(CallNotify, func() error { return i.ep.Notify(e) })
 }
 
 // SetOption sets an option, as rdma_set_option. val holds the option's bytes

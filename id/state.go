@@ -164,8 +164,12 @@ func CallAllowed(s State, c Call, t QPType) (State, bool) {
 // and librdmacm's flows). Fuzzers use it as the oracle.
 func EventAllowed(s State, t EventType) bool {
 	switch t {
-	case EventAddrResolved, EventAddrError:
+	case EventAddrResolved:
 		return s == StateAddrQuery
+	case EventAddrError:
+		// Also while connecting: the kernel reports a UD peer's Q_Key
+		// mismatch as ADDR_ERROR (cma_sidr_rep_handler).
+		return s == StateAddrQuery || s == StateConnect
 	case EventRouteResolved:
 		return s == StateRouteQuery || s == StateAddrResolved // IB_PATH sets a route directly
 	case EventRouteError:
@@ -208,6 +212,9 @@ func AfterEvent(s State, t EventType) State {
 	case EventAddrError:
 		if s == StateAddrQuery {
 			return StateAddrBound
+		}
+		if s == StateConnect {
+			return StateFailed
 		}
 	case EventRouteResolved:
 		if s == StateRouteQuery || s == StateAddrResolved {

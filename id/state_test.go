@@ -66,6 +66,7 @@ func TestAfterEventAndModel(t *testing.T) {
 		{id.StateAccept, id.EventEstablished, true, id.StateEstablished},
 		{id.StateEstablished, id.EventDisconnected, true, id.StateDisconnected},
 		{id.StateEstablished, id.EventDeviceRemoval, true, id.StateDeviceRemoval},
+		{id.StateConnect, id.EventAddrError, true, id.StateFailed}, // UD Q_Key mismatch
 		// Illegal: the model flags them and the fold leaves the state.
 		{id.StateIdle, id.EventEstablished, false, id.StateIdle},
 		{id.StateAddrQuery, id.EventRouteResolved, false, id.StateAddrQuery},

@@ -431,7 +431,7 @@ func (ep *endpoint) Leave(netip.Addr) error {
 
 // Notify implements id.Endpoint; soft QPs raise no asynchronous events the
 // CM must hear of.
-func (ep *endpoint) Notify(id.EventType) error { return nil }
+func (ep *endpoint) Notify(id.AsyncEvent) error { return nil }
 
 // Query implements id.Endpoint.
 func (ep *endpoint) Query() (id.Route, error) {

@@ -375,7 +375,7 @@ func (e *Endpoint) Leave(group netip.Addr) error {
 }
 
 // Notify implements id.Endpoint.
-func (e *Endpoint) Notify(id.EventType) error { return e.call("notify") }
+func (e *Endpoint) Notify(id.AsyncEvent) error { return e.call("notify") }
 
 // Query implements id.Endpoint.
 func (e *Endpoint) Query() (id.Route, error) {
