@@ -17,7 +17,8 @@ import (
 
 	"github.com/cmrt/cmrt/id"
 
-	_ "github.com/cmrt/cmrt/fabric/soft" // registers the "soft" fabric
+	_ "github.com/cmrt/cmrt/fabric/kernel" // registers the "kernel" fabric
+	_ "github.com/cmrt/cmrt/fabric/soft"   // registers the "soft" fabric
 )
 
 // Channel is an event channel. It is safe for concurrent use.

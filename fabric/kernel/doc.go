@@ -1,0 +1,54 @@
+// Package kernel is the kernel fabric: cmrt's id API over the Linux RDMA
+// communication manager, /dev/infiniband/rdma_cm (drivers/infiniband/core/
+// ucma.c), in pure Go. It works with any RDMA device the kernel drives:
+// mlx5, rxe (soft-RoCE), siw (soft-iWARP), ...
+//
+// The fabric registers itself as "kernel" when the package is imported
+// (package channel imports it). Select it with CMRT_FABRIC=kernel, with
+// channel.WithFabric(kernel.Default()) or, for synchronous ids,
+// id.WithFabric(kernel.Default()). Without the device file every channel
+// fails with ENODEV and a message saying which modules to load.
+//
+// Each event channel is one open of the device; its descriptor is the
+// rdma_cm fd itself, so a reactor polls it like any other channel. The fd
+// is non-blocking: GET_EVENT answers EAGAIN on an empty queue, and a
+// blocking GetEvent waits for readability in the Go netpoller, cancellable
+// through its context. Commands are single write(2)s with responses in
+// mmap'd memory the garbage collector never moves; each fd's commands are
+// serialized.
+//
+// There is no data path: the fabric does not create QPs (CreateQP reports
+// ENOSYS). Applications that drive their own QPs through verbs pass their
+// QP numbers in ConnParam.QPNum and use Endpoint.InitQPAttr for the
+// attributes of each transition, as rdma_init_qp_attr; the flows are then
+// those of librdmacm without rdma_create_qp:
+//
+//   - RC, active: CONNECT_RESPONSE after Connect; call Establish (the
+//     kernel sends the RTU). The passive side gets ESTABLISHED when the
+//     RTU arrives.
+//   - RC, passive: CONNECT_REQUEST on the listener's channel with a new id;
+//     Accept (valid=1, which also sets the uid events are reported with);
+//     ESTABLISHED follows.
+//   - REJECTED carries the IB reject reason (28 after Reject, 8 when nobody
+//     listens); UNREACHABLE −ETIMEDOUT; DISCONNECTED on both sides.
+//   - UD: Connect sends a SIDR REQ and gets ESTABLISHED with the peer's
+//     QP number and Q_Key; Accept sends the SIDR REP and returns, with no
+//     event on the passive side; Reject gives UNREACHABLE with status 2,
+//     the SIDR status IB_SIDR_REJECT (not 1, which is IB_SIDR_UNSUPPORTED).
+//   - Multicast: Join gives MULTICAST_JOIN with the group's UD parameters
+//     (QP number 0xFFFFFF, Q_Key, address handle).
+//
+// QP numbers must be real, or at least unique per pair of nodes: the IB CM
+// rejects a connection whose remote QP number it already has a connection
+// with (REJ reason 10, stale connection). On iWARP devices (siw, cxgb4,
+// irdma) the kernel's iw_cm looks the QP up by number, so Connect and
+// Accept without a real QP fail with EINVAL (the request is then refused
+// by the kernel, which the peer sees as REJECTED -ECONNRESET); listening,
+// address and route resolution work.
+//
+// Read depths of 0xFF (the device maximum) are resolved against the
+// device's caps; sysfs does not publish them, so they come from a table of
+// known drivers (rxe and siw 128, mlx4/mlx5 16) and are 1 for unknown
+// drivers; Devices reports them in id.Device's MaxQPRdAtom and
+// MaxQPInitRdAtom.
+package kernel

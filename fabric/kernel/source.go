@@ -1,0 +1,364 @@
+package kernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
+	"github.com/cmrt/cmrt/id"
+)
+
+// source is one open rdma_cm file: the kernel fabric's event channel
+// backend. Its fd is the one the reactor polls; the kernel queues the
+// events of every id created on (or migrated to) it, FIFO.
+//
+// Every command is one write(2) with a response address in s.buf, a page
+// of mmap'd memory, so the kernel copies responses to memory the Go
+// runtime never moves. s.mu serializes the commands (and guards the
+// buffers). The fd is non-blocking: GET_EVENT never sleeps in the kernel
+// while holding s.mu; a blocking Next waits for readability in the Go
+// netpoller (the fd is wrapped in an *os.File), not on an OS thread.
+type source struct {
+	f        *Fabric
+	fd       int
+	file     *os.File
+	rc       syscall.RawConn
+	pollable bool
+	waitSem  chan struct{} // one goroutine at a time waits for readability
+
+	mu     sync.Mutex
+	buf    *ucma.Buffers
+	ev     ucma.Event
+	closed bool
+	eps    map[*endpoint]struct{}
+	byUID  map[uint64]*endpoint
+}
+
+// errClosed is what commands on a closed channel return.
+var errClosed = fmt.Errorf("kernel: event channel closed: %w", syscall.EBADF)
+
+func newSource(f *Fabric, fd int) (*source, error) {
+	buf, err := ucma.NewBuffers()
+	if err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("kernel: %w", err)
+	}
+	file := os.NewFile(uintptr(fd), f.opts.devicePath)
+	rc, err := file.SyscallConn()
+	if err != nil {
+		file.Close()
+		buf.Close()
+		return nil, fmt.Errorf("kernel: %w", err)
+	}
+	s := &source{
+		f: f, fd: fd, file: file, rc: rc, buf: buf,
+		waitSem: make(chan struct{}, 1),
+		eps:     make(map[*endpoint]struct{}),
+		byUID:   make(map[uint64]*endpoint),
+	}
+	// Deadlines work only on descriptors the netpoller took.
+	s.pollable = file.SetReadDeadline(time.Time{}) == nil
+	return s, nil
+}
+
+// Fabric implements id.EventSource.
+func (s *source) Fabric() id.Fabric { return s.f }
+
+// Fd implements id.EventSource: the rdma_cm fd, readable while events are
+// queued.
+func (s *source) Fd() int { return s.fd }
+
+// Endpoints returns how many endpoints report to the source.
+func (s *source) Endpoints() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.eps)
+}
+
+// exec runs fn with the fd and the buffers, holding s.mu and a reference
+// on the fd (so a concurrent Close cannot recycle the descriptor number).
+func (s *source) exec(fn func(fd int, b *ucma.Buffers) error) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.execLocked(fn)
+}
+
+func (s *source) execLocked(fn func(fd int, b *ucma.Buffers) error) error {
+	if s.closed {
+		return errClosed
+	}
+	var ferr error
+	if err := s.rc.Control(func(fd uintptr) { ferr = fn(int(fd), s.buf) }); err != nil {
+		return errClosed
+	}
+	return ferr
+}
+
+// Create implements id.EventSource: CREATE_ID with uid, which the kernel
+// echoes in every event of the id.
+func (s *source) Create(uid uint64, ps id.PortSpace, qp id.QPType) (id.Endpoint, error) {
+	if uid == 0 {
+		return nil, fmt.Errorf("kernel: create_id: uid 0 (the kernel drops its events): %w", syscall.EINVAL)
+	}
+	ep := &endpoint{f: s.f, ps: ps, qp: qp, src: s, uid: uid}
+	err := s.exec(func(fd int, b *ucma.Buffers) error {
+		resp, err := b.Exec(fd, &ucma.CreateID{UID: uid, PS: uint16(ps), QPType: uint8(qp)})
+		if err != nil {
+			return err
+		}
+		ep.handle, _ = ucma.DecodeUint32Resp(resp)
+		s.eps[ep] = struct{}{}
+		s.byUID[uid] = ep
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kernel: create_id: %w", err)
+	}
+	return ep, nil
+}
+
+// Next implements id.EventSource: GET_EVENT on the non-blocking fd; with
+// block set, an empty queue is waited out in the netpoller until an event
+// arrives, ctx ends or the source is closed.
+func (s *source) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
+	err := s.exec(func(fd int, b *ucma.Buffers) error { return s.getEventLocked(fd, b, ev) })
+	if err == nil || !block || !errors.Is(err, syscall.EAGAIN) {
+		return wrapNext(err)
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	select {
+	case s.waitSem <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	defer func() { <-s.waitSem }()
+	if !s.pollable {
+		return s.pollNext(ctx, ev)
+	}
+
+	// One waiter at a time: ctx ending sets a past read deadline, which
+	// wakes the netpoller wait; the deadline is cleared before the next
+	// waiter runs.
+	var amu sync.Mutex
+	active := true
+	stop := context.AfterFunc(ctx, func() {
+		amu.Lock()
+		if active {
+			_ = s.file.SetReadDeadline(time.Unix(1, 0))
+		}
+		amu.Unlock()
+	})
+	defer func() {
+		stop()
+		amu.Lock()
+		active = false
+		_ = s.file.SetReadDeadline(time.Time{})
+		amu.Unlock()
+	}()
+	for {
+		var gerr error
+		// The runtime resets the readiness state before the first call,
+		// so an event that arrives after a failed GET_EVENT always wakes
+		// the wait: no lost wakeups.
+		rerr := s.rc.Read(func(uintptr) bool {
+			gerr = s.exec(func(fd int, b *ucma.Buffers) error { return s.getEventLocked(fd, b, ev) })
+			return !errors.Is(gerr, syscall.EAGAIN)
+		})
+		switch {
+		case rerr == nil:
+			return wrapNext(gerr)
+		case errors.Is(rerr, os.ErrDeadlineExceeded):
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			_ = s.file.SetReadDeadline(time.Time{}) // stale deadline: wait again
+		default:
+			return errClosed
+		}
+	}
+}
+
+// pollNext waits with poll(2) for descriptors the netpoller refused: in
+// short slices, checking ctx and Close between them.
+func (s *source) pollNext(ctx context.Context, ev *id.RawEvent) error {
+	for {
+		err := s.exec(func(fd int, b *ucma.Buffers) error {
+			if err := s.getEventLocked(fd, b, ev); !errors.Is(err, syscall.EAGAIN) {
+				return err
+			}
+			return syscall.EAGAIN
+		})
+		if !errors.Is(err, syscall.EAGAIN) {
+			return wrapNext(err)
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		_ = s.rc.Control(func(fd uintptr) {
+			pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			_, _ = unix.Poll(pfd, 50)
+		})
+	}
+}
+
+func wrapNext(err error) error {
+	if err == nil || errors.Is(err, errClosed) {
+		return err
+	}
+	return fmt.Errorf("kernel: get_event: %w", err)
+}
+
+// getEventLocked dequeues one event and maps it to ev. s.mu is held.
+func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent) error {
+	resp, err := b.Exec(fd, &ucma.GetEvent{})
+	if err != nil {
+		return err
+	}
+	e := &s.ev
+	if err := e.Decode(resp); err != nil {
+		return err
+	}
+	switch e.Event {
+	case ucma.EventMulticastJoin, ucma.EventMulticastError:
+		decodeEvent(e, true, ev)
+		if j, ok := s.f.join(e.ID); ok {
+			ev.Group = j.group
+		}
+	case ucma.EventConnectRequest:
+		ps, qp := id.PSTCP, id.RC
+		if lis := s.byUID[e.UID]; lis != nil {
+			ps, qp = lis.ps, lis.qp
+		}
+		decodeEvent(e, qp == id.UD, ev)
+		// resp.id is the new connection's kernel id, on this fd, with
+		// uid 0 until it is accepted.
+		child := &endpoint{f: s.f, ps: ps, qp: qp, src: s, handle: e.ID,
+			reqIRD: e.Conn.ResponderResources, reqORD: e.Conn.InitiatorDepth}
+		s.eps[child] = struct{}{}
+		ev.Child = child
+	default:
+		ep := s.byUID[e.UID]
+		decodeEvent(e, ep != nil && ep.qp == id.UD, ev)
+	}
+	return nil
+}
+
+// decodeEvent maps a decoded event_resp to a RawEvent. ud selects the UD
+// view of the param union (UD ids and multicast events), as the kernel
+// fills it; the ECE is ignored. Multicast events carry no private data
+// (librdmacm puts the join's context there instead).
+func decodeEvent(e *ucma.Event, ud bool, raw *id.RawEvent) {
+	*raw = id.RawEvent{UID: e.UID, Type: id.EventType(e.Event), Status: e.Status}
+	switch {
+	case e.Event == ucma.EventUser:
+		raw.Arg = e.Arg
+	case e.Event == ucma.EventMulticastJoin || e.Event == ucma.EventMulticastError:
+		raw.QPNum, raw.QKey, raw.AH = e.UD.QPNum, e.UD.QKey, ahAttr(&e.UD.AHAttr)
+	case ud:
+		raw.QPNum, raw.QKey, raw.AH = e.UD.QPNum, e.UD.QKey, ahAttr(&e.UD.AHAttr)
+		raw.SetPrivateData(e.UD.Data())
+	default:
+		c := &e.Conn
+		raw.QPNum = c.QPNum
+		raw.ResponderResources, raw.InitiatorDepth = c.ResponderResources, c.InitiatorDepth
+		raw.FlowControl, raw.RetryCount, raw.RNRRetryCount, raw.SRQ = c.FlowControl, c.RetryCount, c.RNRRetryCount, c.SRQ
+		raw.SetPrivateData(c.Data())
+	}
+}
+
+func ahAttr(a *ucma.AHAttr) id.AHAttr {
+	return id.AHAttr{
+		DGID: a.DGID, FlowLabel: a.FlowLabel, SGIDIndex: a.SGIDIndex, HopLimit: a.HopLimit,
+		TrafficClass: a.TrafficClass, DLID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits,
+		StaticRate: a.StaticRate, IsGlobal: a.IsGlobal, PortNum: a.PortNum,
+	}
+}
+
+// Migrate implements id.EventSource: MIGRATE_ID written on this fd with
+// the endpoint's current fd; the kernel moves the id and its queued events.
+func (s *source) Migrate(e id.Endpoint) error {
+	ep, ok := e.(*endpoint)
+	if !ok || ep.f != s.f {
+		return fmt.Errorf("kernel: migrate_id: endpoint of another fabric: %w", syscall.EINVAL)
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.destroyed {
+		return fmt.Errorf("kernel: migrate_id: endpoint destroyed: %w", syscall.EINVAL)
+	}
+	old := ep.src
+	if old == s {
+		return nil
+	}
+	var cerr error
+	err := old.rc.Control(func(oldfd uintptr) {
+		cerr = s.exec(func(fd int, b *ucma.Buffers) error {
+			if _, err := b.Exec(fd, &ucma.MigrateID{ID: ep.handle, OldFD: int(oldfd)}); err != nil {
+				return err
+			}
+			s.eps[ep] = struct{}{}
+			if ep.uid != 0 {
+				s.byUID[ep.uid] = ep
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("kernel: migrate_id: %w", errClosed)
+	}
+	if cerr != nil {
+		return fmt.Errorf("kernel: migrate_id: %w", cerr)
+	}
+	old.forget(ep)
+	ep.src = s
+	return nil
+}
+
+// forget removes ep from the source's tables.
+func (s *source) forget(ep *endpoint) {
+	s.mu.Lock()
+	s.forgetLocked(ep)
+	s.mu.Unlock()
+}
+
+func (s *source) forgetLocked(ep *endpoint) {
+	delete(s.eps, ep)
+	if ep.uid != 0 && s.byUID[ep.uid] == ep {
+		delete(s.byUID, ep.uid)
+	}
+}
+
+// Close implements id.EventSource: closing the rdma_cm file destroys
+// every kernel id still on it, with their queued events (connection
+// requests not yet taken are rejected by the kernel).
+func (s *source) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	eps := make([]*endpoint, 0, len(s.eps))
+	for ep := range s.eps {
+		eps = append(eps, ep)
+	}
+	s.eps, s.byUID = nil, nil
+	s.mu.Unlock()
+	for _, ep := range eps {
+		ep.gone(s)
+	}
+	err := s.file.Close()
+	s.mu.Lock()
+	_ = s.buf.Close()
+	s.mu.Unlock()
+	return err
+}
