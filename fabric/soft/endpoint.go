@@ -203,7 +203,11 @@ func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, _ time.Duration) error 
 		}
 	}
 	ep.dev = ri.dev
-	ep.local = netip.AddrPortFrom(ri.src, ep.local.Port())
+	if ep.local.Addr().IsUnspecified() {
+		// Bound to a wildcard: the route picks the source address. An id
+		// bound to a specific address keeps it.
+		ep.local = netip.AddrPortFrom(ri.src, ep.local.Port())
+	}
 	ep.remote = netip.AddrPortFrom(d, dst.Port())
 	ep.gateway, ep.mtu = ri.gateway, ri.mtu
 	ep.addrResolved = true

@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"context"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -110,3 +111,15 @@ func (f *Fabric) Open() (id.EventSource, error) {
 // their last socket is closed. Tests use it before counting goroutines and
 // descriptors.
 func (f *Fabric) Quiesce() { f.eng.wait() }
+
+// QuiesceContext is Quiesce bounded by ctx.
+func (f *Fabric) QuiesceContext(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { f.eng.wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

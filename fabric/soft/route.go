@@ -3,9 +3,9 @@ package soft
 import (
 	"fmt"
 	"net/netip"
-	"os"
+	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/cmrt/cmrt/internal/netlink"
 )
 
 // routeInfo is what resolution learns of the way to a destination.
@@ -16,28 +16,33 @@ type routeInfo struct {
 	mtu     int
 }
 
-// route asks the kernel's routing table how dst is reached from src (any
-// source when src is invalid): the source address, the device and the MTU.
+// route asks the kernel's routing table (RTM_GETROUTE) how dst is reached
+// from src (any source when src is invalid or unspecified): the source
+// address, the next hop, the device that owns the source and the path MTU.
+// Errors carry the kernel's errno (ENETUNREACH, EHOSTUNREACH, ...).
 func (f *Fabric) route(dst, src netip.Addr) (routeInfo, error) {
 	var ri routeInfo
-	fd, err := newSocket(family(dst), unix.SOCK_DGRAM)
+	if src.IsUnspecified() {
+		src = netip.Addr{}
+	}
+	rt, err := netlink.RouteGet(dst, src, 0)
 	if err != nil {
-		return ri, err
+		return ri, fmt.Errorf("soft: route to %s: %w", dst, err)
 	}
-	defer unix.Close(fd)
-	if src.IsValid() && !src.IsUnspecified() {
-		if err := unix.Bind(fd, sockaddr(netip.AddrPortFrom(src, 0))); err != nil {
-			return ri, fmt.Errorf("soft: source %s: %w", src, os.NewSyscallError("bind", err))
-		}
+	if e := rt.Type.Errno(); e != 0 {
+		return ri, fmt.Errorf("soft: route to %s is %s: %w", dst, rt.Type, e)
 	}
-	if err := unix.Connect(fd, sockaddr(netip.AddrPortFrom(dst, 9))); err != nil {
-		return ri, fmt.Errorf("soft: no route to %s: %w", dst, os.NewSyscallError("connect", err))
+	ri.src, ri.gateway, ri.mtu = rt.Src.Unmap(), rt.Gateway, rt.MTU
+	if !ri.src.IsValid() {
+		return ri, fmt.Errorf("soft: no source address towards %s: %w", dst, syscall.EADDRNOTAVAIL)
 	}
-	ri.src = localAddr(fd).Addr()
 	dev, err := f.devs.byLocalAddr(ri.src)
 	if err != nil {
 		return ri, err
 	}
-	ri.dev, ri.mtu = dev, dev.mtu
+	ri.dev = dev
+	if ri.mtu == 0 {
+		ri.mtu = dev.mtu
+	}
 	return ri, nil
 }
