@@ -34,6 +34,7 @@ type endpoint struct {
 	lis           *listener
 	discReported  bool
 	opt           epOptions
+	ud            udState // UD ids: SIDR socket, QP, groups (ud_endpoint.go)
 }
 
 type epOptions struct {
@@ -249,7 +250,7 @@ func (ep *endpoint) Listen(backlog int) error {
 		}
 	}
 	if ep.qp == id.UD {
-		return fmt.Errorf("soft: UD listen: %w", syscall.ENOSYS)
+		return ep.listenUDLocked(backlog)
 	}
 	if err := ep.f.ports.listen(ep.bind); err != nil {
 		return err
@@ -286,7 +287,7 @@ func checkCaps(p *id.ConnParam) error {
 // Connect implements id.Endpoint.
 func (ep *endpoint) Connect(p *id.ConnParam) error {
 	if ep.qp == id.UD {
-		return fmt.Errorf("soft: UD connect: %w", syscall.ENOSYS)
+		return ep.connectUD(p)
 	}
 	if err := checkCaps(p); err != nil {
 		return err
@@ -326,7 +327,7 @@ func (ep *endpoint) Connect(p *id.ConnParam) error {
 // Accept implements id.Endpoint.
 func (ep *endpoint) Accept(uid uint64, p *id.ConnParam) error {
 	if ep.qp == id.UD {
-		return fmt.Errorf("soft: UD accept: %w", syscall.ENOSYS)
+		return ep.acceptUD(uid, p)
 	}
 	if err := checkCaps(p); err != nil {
 		return err
@@ -356,6 +357,9 @@ func (ep *endpoint) Accept(uid uint64, p *id.ConnParam) error {
 
 // Reject implements id.Endpoint.
 func (ep *endpoint) Reject(pd []byte) error {
+	if ep.qp == id.UD {
+		return ep.rejectUD(append([]byte(nil), pd...))
+	}
 	ep.mu.Lock()
 	c := ep.conn
 	ep.mu.Unlock()
@@ -423,13 +427,19 @@ func (ep *endpoint) SetOption(level id.OptionLevel, name id.OptionName, val []by
 	return nil
 }
 
-// Join implements id.Endpoint.
-func (ep *endpoint) Join(uint64, netip.Addr, bool) error {
+// Join implements id.Endpoint: UD ids join IP multicast groups (mcast.go).
+func (ep *endpoint) Join(uid uint64, group netip.Addr, sendOnly bool) error {
+	if ep.qp == id.UD {
+		return ep.joinUD(uid, group, sendOnly)
+	}
 	return fmt.Errorf("soft: multicast: %w", syscall.ENOSYS)
 }
 
 // Leave implements id.Endpoint.
-func (ep *endpoint) Leave(netip.Addr) error {
+func (ep *endpoint) Leave(group netip.Addr) error {
+	if ep.qp == id.UD {
+		return ep.leaveUD(group)
+	}
 	return fmt.Errorf("soft: multicast: %w", syscall.ENOSYS)
 }
 
@@ -506,6 +516,9 @@ func (ep *endpoint) Destroy() error {
 	}
 	if lis != nil {
 		lis.l.call(lis.close)
+	}
+	if ep.qp == id.UD {
+		ep.destroyUD()
 	}
 	ep.f.ports.remove(b)
 	return nil

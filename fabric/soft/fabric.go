@@ -28,6 +28,7 @@ type options struct {
 	requestTimeout time.Duration
 	linger         time.Duration
 	crc            bool
+	ud             udOptions // UD and multicast settings (ud_options.go)
 }
 
 // Option configures a Fabric.

@@ -87,9 +87,18 @@ func (s *source) Migrate(e id.Endpoint) error {
 		s.forget(ep)
 		return fmt.Errorf("soft: endpoint destroyed: %w", syscall.EINVAL)
 	}
-	uid := ep.uid
-	if uid != 0 {
-		moved := old.q.Extract(func(r *id.RawEvent) bool { return r.UID == uid })
+	// The endpoint's own events and its multicast joins' (which carry the
+	// join's uid) move together, in order.
+	uids := ep.eventUIDsLocked()
+	if len(uids) > 0 {
+		moved := old.q.Extract(func(r *id.RawEvent) bool {
+			for _, u := range uids {
+				if r.UID == u {
+					return true
+				}
+			}
+			return false
+		})
 		if err := s.q.PushAll(moved); err != nil {
 			return err
 		}
@@ -123,4 +132,18 @@ func (s *source) Close() error {
 		}
 	}
 	return nil
+}
+
+// eventUIDsLocked returns the uids the endpoint's events carry: its own
+// (0 before a request is accepted) and those of its multicast joins. ep.mu
+// is held.
+func (ep *endpoint) eventUIDsLocked() []uint64 {
+	var uids []uint64
+	if ep.uid != 0 {
+		uids = append(uids, ep.uid)
+	}
+	for _, j := range ep.ud.joins {
+		uids = append(uids, j.uid)
+	}
+	return uids
 }
