@@ -53,6 +53,8 @@ type conn struct {
 
 	crc      bool
 	ird, ord uint16
+
+	dp *rcPath // the RC data path, from RTS on (rc_path.go)
 }
 
 // armTimer (re)starts the connection's timer; on expiry onTimeout runs on
@@ -132,6 +134,7 @@ func (c *conn) connected() {
 		IRD: uint16(clampRd(c.param.ResponderResources)), ORD: uint16(clampRd(c.param.InitiatorDepth)),
 		PrivateData: c.param.PrivateData,
 	}
+	c.offerP2P(&f)
 	c.req = f
 	b, err := iwarp.AppendMPA(make([]byte, 0, f.Len()), &f)
 	if err != nil {
@@ -184,7 +187,10 @@ func (c *conn) readable() {
 func (c *conn) received(b []byte) {
 	switch c.state {
 	case csReqSent, csWaitReq:
-		if len(c.rbuf)+len(b) > maxHandshake {
+		// A Reply may be followed at once by FPDUs (siw's responder sends
+		// them right behind it), so only a Request is bounded here;
+		// ParseMPA bounds the Reply itself.
+		if c.state == csWaitReq && len(c.rbuf)+len(b) > maxHandshake {
 			c.protocolError(errors.New("handshake too long"))
 			return
 		}
@@ -197,8 +203,11 @@ func (c *conn) received(b []byte) {
 	case csReqRecv:
 		// The initiator must wait for our Reply before sending FPDUs.
 		c.protocolError(errors.New("data before the MPA Reply"))
-	case csRTS, csClosing:
-		// The data path is not attached: nothing can consume FPDUs yet.
+	case csRTS:
+		c.dp.rx(b)
+	case csClosing:
+		// Disconnecting: the QP is out of RTS and what the peer still
+		// sends is dropped, as siw drops it.
 	}
 }
 
@@ -227,6 +236,12 @@ func (c *conn) parseReply() {
 		c.failConnect(syscall.ECONNRESET)
 		return
 	}
+	rtr, err := c.chosenRTR(&f)
+	if err != nil {
+		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("soft: bad MPA reply")
+		c.failConnect(syscall.EPROTO)
+		return
+	}
 	c.stopTimer()
 	c.crc = c.req.CRC || f.CRC
 	c.ird, c.ord = uint16(clampRd(c.param.ResponderResources)), uint16(clampRd(c.param.InitiatorDepth))
@@ -237,9 +252,13 @@ func (c *conn) parseReply() {
 	c.state = csRTS
 	raw := id.RawEvent{Type: id.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 	raw.SetPrivateData(f.PrivateData)
-	c.rbuf = c.rbuf[n:]
-	ep.emit(&raw)
+	rest := c.rbuf[n:]
 	c.rbuf = nil
+	c.startDataPath(false, false, rtr) // the RTR, if any, goes out first
+	ep.emit(&raw)
+	if len(rest) > 0 && c.state == csRTS {
+		c.dp.rx(rest) // FPDUs that came right behind the Reply
+	}
 }
 
 // parseRequest handles the passive side's MPA Request.
@@ -306,6 +325,7 @@ func (c *conn) accept(p *id.ConnParam) error {
 		c.ord = min(c.ord, max(c.req.IRD, 1))
 	}
 	r.IRD, r.ORD = c.ird, c.ord
+	p2p := c.replyRTR(&r)
 	b, err := iwarp.AppendMPA(make([]byte, 0, r.Len()), &r)
 	if err != nil {
 		return syscall.EINVAL
@@ -314,8 +334,14 @@ func (c *conn) accept(p *id.ConnParam) error {
 	c.state = csRTS
 	c.uncount()
 	c.write(b)
-	raw := id.RawEvent{Type: id.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
-	c.ep.emit(&raw)
+	if c.state != csRTS {
+		return nil // the write failed: peerGone reported it
+	}
+	c.startDataPath(true, p2p, 0)
+	if !p2p { // in P2P mode ESTABLISHED waits for the RTR
+		raw := id.RawEvent{Type: id.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
+		c.ep.emit(&raw)
+	}
 	return nil
 }
 
@@ -480,6 +506,8 @@ func (c *conn) flush() {
 	c.setOut(false)
 	if c.closeOK {
 		_ = unix.Shutdown(c.fd, unix.SHUT_WR)
+	} else if c.dp != nil {
+		c.dp.writable()
 	}
 }
 
@@ -503,6 +531,7 @@ func (c *conn) closeNow() {
 	c.state = csClosed
 	c.stopTimer()
 	c.uncount()
+	c.closeDataPath()
 	c.l.unregister(c.fd)
 	_ = unix.Close(c.fd)
 	c.fd = -1

@@ -29,6 +29,7 @@ type options struct {
 	linger         time.Duration
 	crc            bool
 	ud             udOptions // UD and multicast settings (ud_options.go)
+	rc             rcOptions // RC data path settings (rc_options.go)
 }
 
 // Option configures a Fabric.

@@ -1,13 +1,460 @@
 package soft
 
+// The RC data path (rcqp.go: the QP and its rings; rc_path.go: the wire).
+//
+// Semantics, in brief:
+//   - A QP may exist before its connection. Receives posted before RTS are
+//     kept; sends wait and go out in order once the connection reaches RTS
+//     (verbs would refuse them before RTS; queueing is friendlier and keeps
+//     the order). After the connection ends (disconnect, FIN, Terminate,
+//     reject) every outstanding request completes with WCWRFlushErr, and
+//     later ones complete at once the same way.
+//   - Sends and Writes complete once their last byte is handed to TCP;
+//     Reads when their response is placed. Completions are in posting order.
+//   - FPDUs are sized to the socket's MSS as siw does (iwarp.MaxPayload),
+//     with CRC32c when either side asked for it; any inbound segmentation
+//     is accepted. Messages go out whole, one after the other; Read
+//     Responses owed to the peer go before the send queue; a Read waits
+//     (and everything behind it) while ORD Reads are outstanding.
+//   - Protocol and protection errors from the peer (and a Send finding no
+//     or too small a receive) get a Terminate with siw's layer and code,
+//     DISCONNECTED on the id, and the connection closes; a Read the peer
+//     answers with a Terminate completes with WCRemAccessErr or
+//     WCRemOpErr. A Terminate from the peer closes the connection too.
+//   - A responder holds its first FPDU until the initiator's first one or
+//     WithResponderHold's delay (siw drops an initiator's connection when an
+//     FPDU arrives with the MPA Reply). P2P mode: see WithP2P.
+
 import (
 	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/poll"
 )
 
+// Queue sizes of an RC queue pair.
+const (
+	defaultRCQueueDepth = 256     // MaxSendWR / MaxRecvWR of 0
+	maxRCQueueDepth     = 1 << 15 // above: EINVAL, as siw's SIW_MAX_QP_WR
+	defaultMaxInline    = 256     // MaxInlineData of 0
+	maxRCInline         = 64 << 10
+)
+
+// qpState is where an RC queue pair is.
+type qpState uint8
+
+const (
+	// qpReset: not yet on a connection in RTS. Receives are queued and
+	// sends wait; both are processed once the connection reaches RTS.
+	qpReset qpState = iota
+	// qpRTS: attached to a connection's data path.
+	qpRTS
+	// qpError: the connection is gone. Outstanding work requests were
+	// flushed; new ones complete at once with WCWRFlushErr.
+	qpError
+)
+
+// sendSlot is one send queue entry. wr and inline are written by the poster
+// before the slot is published (sqTail); everything else belongs to the
+// loop until the slot is retired (sqHead).
+type sendSlot struct {
+	wr     id.SendWR
+	m      *mr    // the region of wr.Buf; nil for inline or empty buffers
+	inline []byte // SendInline copy, reused with the slot
+
+	endPos uint64      // tx stream position after its last FPDU; 0 until queued
+	done   bool        // a Read's response arrived, or the slot failed locally
+	status id.WCStatus // completion status when done
+}
+
+// recvSlot is one receive queue entry.
+type recvSlot struct {
+	wr id.RecvWR
+	m  *mr
+}
+
+// rcQP is the queue pair of an RC endpoint: the iWARP data path on the
+// endpoint's TCP connection. Work requests go into fixed rings guarded by
+// mu; the connection's loop (rcPath) consumes them and writes completions.
+// A queue pair may be created before the connection exists (after
+// ROUTE_RESOLVED, or on CONNECT_REQUEST before accept) and attaches to it
+// when it reaches RTS; see PostSend and PostRecv for what happens before.
+type rcQP struct {
+	ep        *endpoint
+	num       uint32
+	sigAll    bool
+	maxInline int
+	scq, rcq  *cq
+	mrs       mrTable
+	wake      *poll.Waker // tells the loop that sends were posted
+
+	mu        sync.Mutex
+	state     qpState
+	destroyed bool
+	path      *rcPath // the data path it is attached to (qpRTS)
+	sq        []sendSlot
+	sqHead    uint64 // oldest slot not yet completed
+	sqCur     uint64 // next slot the loop starts (loop writes, under mu)
+	sqTail    uint64 // next free slot
+	rq        []recvSlot
+	rqHead    uint64
+	rqTail    uint64
+}
+
+// rcQPNum numbers RC queue pairs; numbers are unique in the process, so
+// per fabric.
+var rcQPNum atomic.Uint32
+
+// rcQPs maps an endpoint to its queue pair, so the connection finds it when
+// it reaches RTS whether the QP was created before or after connect.
+var rcQPs = struct {
+	sync.Mutex
+	m map[*endpoint]*rcQP
+}{m: make(map[*endpoint]*rcQP)}
+
+func lookupRCQP(ep *endpoint) *rcQP {
+	if ep == nil {
+		return nil
+	}
+	rcQPs.Lock()
+	defer rcQPs.Unlock()
+	return rcQPs.m[ep]
+}
+
+func queueDepth(n int) (int, error) {
+	switch {
+	case n == 0:
+		return defaultRCQueueDepth, nil
+	case n < 0 || n > maxRCQueueDepth:
+		return 0, fmt.Errorf("soft: queue depth %d out of range 1..%d: %w", n, maxRCQueueDepth, syscall.EINVAL)
+	}
+	return n, nil
+}
+
 // createRCQP creates the iWARP data path of an RC endpoint.
-func (ep *endpoint) createRCQP(*id.QPInitAttr) (id.QP, error) {
-	return nil, fmt.Errorf("soft: RC data path: %w", syscall.ENOSYS)
+func (ep *endpoint) createRCQP(attr *id.QPInitAttr) (id.QP, error) {
+	sd, err := queueDepth(attr.Cap.MaxSendWR)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := queueDepth(attr.Cap.MaxRecvWR)
+	if err != nil {
+		return nil, err
+	}
+	inl := attr.Cap.MaxInlineData
+	switch {
+	case inl < 0 || inl > maxRCInline:
+		return nil, fmt.Errorf("soft: inline size %d out of range 0..%d: %w", inl, maxRCInline, syscall.EINVAL)
+	case inl < defaultMaxInline:
+		inl = defaultMaxInline
+	}
+	q := &rcQP{ep: ep, num: rcQPNum.Add(1), sigAll: attr.SigAll, maxInline: inl,
+		sq: make([]sendSlot, sd), rq: make([]recvSlot, rd)}
+	if q.scq, err = newCQ(); err != nil {
+		return nil, err
+	}
+	if q.rcq, err = newCQ(); err != nil {
+		q.scq.close()
+		return nil, err
+	}
+	if q.wake, err = poll.NewWaker(); err != nil {
+		q.scq.close()
+		q.rcq.close()
+		return nil, err
+	}
+	rcQPs.Lock()
+	_, dup := rcQPs.m[ep]
+	if !dup {
+		rcQPs.m[ep] = q
+	}
+	rcQPs.Unlock()
+	ep.mu.Lock()
+	c, gone := ep.conn, ep.destroyed
+	ep.mu.Unlock()
+	if dup || gone {
+		q.release()
+		if !dup {
+			rcQPs.Lock()
+			delete(rcQPs.m, ep)
+			rcQPs.Unlock()
+		}
+		return nil, einval("create_qp: endpoint has a QP or is destroyed")
+	}
+	if c != nil {
+		// Already connected (or connecting): attach on the loop if the
+		// connection is in RTS; otherwise RTS finds the QP itself.
+		c.l.post(func() { c.attachLater(q) })
+	}
+	return q, nil
+}
+
+func (q *rcQP) release() {
+	q.scq.close()
+	q.rcq.close()
+	_ = q.wake.Close()
+}
+
+// Num implements id.QP.
+func (q *rcQP) Num() uint32 { return q.num }
+
+// SendCQ implements id.QP.
+func (q *rcQP) SendCQ() id.CQ { return q.scq }
+
+// RecvCQ implements id.QP.
+func (q *rcQP) RecvCQ() id.CQ { return q.rcq }
+
+// RegMR implements id.QP. The region's RKey is an STag of this QP: peers
+// name it in RDMA Reads and Writes on this connection.
+func (q *rcQP) RegMR(buf []byte, access id.Access) (id.MR, error) {
+	q.mu.Lock()
+	dead := q.destroyed
+	q.mu.Unlock()
+	if dead {
+		return nil, einval("reg_mr: QP destroyed")
+	}
+	return q.mrs.reg(buf, access)
+}
+
+// DeregMR implements id.QP. Work requests posted on the region and not yet
+// processed complete with WCLocProtErr; a peer's access to it afterwards is
+// a protection error.
+func (q *rcQP) DeregMR(x id.MR) error { return q.mrs.dereg(x) }
+
+// region returns the live region of this QP that x names.
+func (q *rcQP) region(x id.MR) (*mr, error) {
+	m, ok := x.(*mr)
+	if !ok || q.mrs.lookup(m.stag) != m {
+		return nil, einval("memory region not registered on this QP")
+	}
+	return m, nil
+}
+
+// checkSend validates a send work request at post time: what verbs would
+// reject or fail at once is EINVAL here.
+func (q *rcQP) checkSend(wr *id.SendWR) (*mr, error) {
+	switch wr.Opcode {
+	case id.WRSend, id.WRWrite, id.WRRead:
+	default:
+		return nil, einval("post_send: opcode %d", wr.Opcode)
+	}
+	if wr.AH != nil || wr.RemoteQPN != 0 || wr.RemoteQKey != 0 {
+		return nil, einval("post_send: UD addressing on an RC QP")
+	}
+	if len(wr.Buf) > math.MaxInt32 {
+		return nil, einval("post_send: %d bytes", len(wr.Buf))
+	}
+	if wr.Flags&id.SendInline != 0 {
+		if wr.Opcode == id.WRRead {
+			return nil, einval("post_send: inline RDMA Read")
+		}
+		if len(wr.Buf) > q.maxInline {
+			return nil, einval("post_send: %d inline bytes over %d", len(wr.Buf), q.maxInline)
+		}
+		return nil, nil
+	}
+	if wr.MR == nil {
+		if len(wr.Buf) == 0 {
+			return nil, nil
+		}
+		return nil, einval("post_send: buffer without a memory region")
+	}
+	m, err := q.region(wr.MR)
+	if err != nil {
+		return nil, err
+	}
+	if !m.contains(wr.Buf) {
+		return nil, einval("post_send: buffer outside its memory region")
+	}
+	if wr.Opcode == id.WRRead && m.access&id.AccessLocalWrite == 0 {
+		return nil, einval("post_send: RDMA Read into a region without local write access")
+	}
+	return m, nil
+}
+
+// PostSend implements id.QP. Before the connection reaches RTS the request
+// waits and is processed in order once it does; after the connection is
+// gone it completes at once with WCWRFlushErr. Requests are processed in
+// order and complete in order: Sends and Writes once their last byte is
+// handed to TCP (iWARP has no acknowledgement), Reads when their response
+// has arrived. A queue already holding MaxSendWR uncompleted requests gives
+// ENOMEM; malformed requests (bad opcode, buffer outside its region,
+// region of another QP) give EINVAL.
+func (q *rcQP) PostSend(wr *id.SendWR) error {
+	if wr == nil {
+		return einval("post_send: nil work request")
+	}
+	m, err := q.checkSend(wr)
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	if q.destroyed {
+		q.mu.Unlock()
+		return einval("post_send: QP destroyed")
+	}
+	if q.sqTail-q.sqHead >= uint64(len(q.sq)) {
+		q.mu.Unlock()
+		return fmt.Errorf("soft: post_send: send queue full (%d): %w", len(q.sq), syscall.ENOMEM)
+	}
+	s := &q.sq[q.sqTail%uint64(len(q.sq))]
+	s.wr, s.m = *wr, m
+	s.endPos, s.done, s.status = 0, false, id.WCSuccess
+	if wr.Flags&id.SendInline != 0 {
+		s.inline = append(s.inline[:0], wr.Buf...)
+		s.wr.Buf, s.wr.MR = s.inline, nil
+	}
+	q.sqTail++
+	st := q.state
+	if st == qpError {
+		q.flushLocked()
+	}
+	q.mu.Unlock()
+	if st == qpRTS {
+		_ = q.wake.Wake()
+	}
+	return nil
+}
+
+// PostRecv implements id.QP. Receives may be posted in any state before the
+// connection is gone; they are consumed in order by the peer's Sends (a
+// Send finding none, or one too small, terminates the connection). After
+// the connection is gone a receive completes at once with WCWRFlushErr.
+func (q *rcQP) PostRecv(wr *id.RecvWR) error {
+	if wr == nil {
+		return einval("post_recv: nil work request")
+	}
+	var m *mr
+	if len(wr.Buf) > 0 || wr.MR != nil {
+		if wr.MR == nil {
+			return einval("post_recv: buffer without a memory region")
+		}
+		var err error
+		if m, err = q.region(wr.MR); err != nil {
+			return err
+		}
+		if !m.contains(wr.Buf) {
+			return einval("post_recv: buffer outside its memory region")
+		}
+		if m.access&id.AccessLocalWrite == 0 {
+			return einval("post_recv: region without local write access")
+		}
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.destroyed {
+		return einval("post_recv: QP destroyed")
+	}
+	if q.rqTail-q.rqHead >= uint64(len(q.rq)) {
+		return fmt.Errorf("soft: post_recv: receive queue full (%d): %w", len(q.rq), syscall.ENOMEM)
+	}
+	q.rq[q.rqTail%uint64(len(q.rq))] = recvSlot{wr: *wr, m: m}
+	q.rqTail++
+	if q.state == qpError {
+		q.flushLocked()
+	}
+	return nil
+}
+
+// popRecv takes the oldest posted receive. Loop only.
+func (q *rcQP) popRecv(r *rxRecv) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.rqHead == q.rqTail || q.state != qpRTS {
+		return false
+	}
+	s := &q.rq[q.rqHead%uint64(len(q.rq))]
+	r.wr, r.m = s.wr, s.m
+	*s = recvSlot{}
+	q.rqHead++
+	return true
+}
+
+// sendWC is the completion of a send slot.
+func (q *rcQP) sendWC(s *sendSlot, st id.WCStatus) id.WC {
+	op := id.WCSend
+	switch s.wr.Opcode {
+	case id.WRWrite:
+		op = id.WCRDMAWrite
+	case id.WRRead:
+		op = id.WCRDMARead
+	}
+	return id.WC{WRID: s.wr.WRID, Status: st, Opcode: op, ByteLen: uint32(len(s.wr.Buf)), QPNum: q.num}
+}
+
+// retire completes the send slot at sqHead with status st: a completion is
+// written if the request was signaled or failed. Called with mu held.
+func (q *rcQP) retireLocked(st id.WCStatus) {
+	s := &q.sq[q.sqHead%uint64(len(q.sq))]
+	if st != id.WCSuccess || q.sigAll || s.wr.Flags&id.SendSignaled != 0 {
+		q.scq.push(q.sendWC(s, st))
+	}
+	inline := s.inline
+	*s = sendSlot{inline: inline[:0]}
+	q.sqHead++
+}
+
+// flushLocked completes every outstanding request with WCWRFlushErr; on a
+// QP in error state. Called with mu held.
+func (q *rcQP) flushLocked() {
+	for q.sqHead < q.sqTail {
+		q.retireLocked(id.WCWRFlushErr)
+	}
+	q.sqCur = q.sqTail
+	for ; q.rqHead < q.rqTail; q.rqHead++ {
+		s := &q.rq[q.rqHead%uint64(len(q.rq))]
+		q.rcq.push(id.WC{WRID: s.wr.WRID, Status: id.WCWRFlushErr, Opcode: id.WCRecv, QPNum: q.num})
+		*s = recvSlot{}
+	}
+}
+
+// fail moves the QP to the error state: requests already handed to TCP
+// up to stream position written complete normally, the others are
+// flushed. Loop only (or with no loop attached).
+func (q *rcQP) fail(written uint64) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.state == qpError {
+		return
+	}
+	for q.sqHead < q.sqCur {
+		s := &q.sq[q.sqHead%uint64(len(q.sq))]
+		st := id.WCWRFlushErr
+		switch {
+		case s.done:
+			st = s.status
+		case s.wr.Opcode != id.WRRead && s.endPos != 0 && s.endPos <= written:
+			st = id.WCSuccess
+		}
+		q.retireLocked(st)
+	}
+	q.state, q.path = qpError, nil
+	q.flushLocked()
+}
+
+// Destroy implements id.QP: the QP leaves its connection (which stays up,
+// without a receive queue, until the id disconnects or is destroyed), its
+// completion queues are closed and outstanding requests are dropped.
+func (q *rcQP) Destroy() error {
+	q.mu.Lock()
+	if q.destroyed {
+		q.mu.Unlock()
+		return einval("destroy_qp: QP destroyed")
+	}
+	q.destroyed = true
+	p := q.path
+	q.mu.Unlock()
+	rcQPs.Lock()
+	if rcQPs.m[q.ep] == q {
+		delete(rcQPs.m, q.ep)
+	}
+	rcQPs.Unlock()
+	if p != nil {
+		p.c.l.call(func() { p.detachQP(q) })
+	}
+	q.release()
+	return nil
 }

@@ -1,0 +1,122 @@
+package soft
+
+import (
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/iwarp"
+	"github.com/cmrt/cmrt/poll"
+)
+
+// fuzzConn is a connection in RTS over a socket pair, with a QP holding a
+// few receives and regions, driven by the calling goroutine as its loop
+// (the loop is created but never run).
+type fuzzConn struct {
+	c    *conn
+	peer int
+	qp   *rcQP
+	src  id.EventSource
+	l    *loop
+	bufs [][]byte
+}
+
+func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
+	f := New()
+	src, err := f.Open()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	e, err := src.Create(1, id.PSTCP, id.RC)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ep := e.(*endpoint)
+	l, err := newLoop(&f.eng)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c := &conn{l: l, f: f, fd: fds[0], state: csRTS, ep: ep, crc: crc, ird: 2, ord: 2}
+	if c.gen, err = l.register(c.fd, poll.In|poll.RDHup, c); err != nil {
+		tb.Fatal(err)
+	}
+	x, err := ep.createRCQP(&id.QPInitAttr{Cap: id.QPCap{MaxRecvWR: 4}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	fc := &fuzzConn{c: c, peer: fds[1], qp: x.(*rcQP), src: src, l: l}
+	for k, a := range []id.Access{id.AccessLocalWrite, id.AccessLocalWrite | id.AccessRemoteWrite, id.AccessRemoteRead, rwAccess} {
+		b := make([]byte, 256<<k)
+		fc.bufs = append(fc.bufs, b)
+		m, err := fc.qp.RegMR(b, a)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if a&id.AccessLocalWrite != 0 {
+			_ = fc.qp.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: b[:64<<k], MR: m})
+		}
+	}
+	_ = fc.qp.PostRecv(&id.RecvWR{WRID: 9})
+	c.startDataPath(false, false, 0)
+	return fc
+}
+
+func (fc *fuzzConn) close() {
+	if fc.c.state != csClosed {
+		fc.c.closeNow()
+	}
+	_ = fc.qp.Destroy()
+	_ = unix.Close(fc.peer)
+	_ = fc.src.Close()
+	_ = fc.l.poller.Close()
+	_ = fc.l.waker.Close()
+}
+
+// FuzzRCReceive feeds arbitrary bytes to the receive path of a connection
+// in RTS, in two pieces (one handed over, one read from the socket): it
+// must not panic or block, and the connection either consumes them or
+// closes.
+func FuzzRCReceive(f *testing.F) {
+	send := fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("hello"), false)
+	sendCRC := fpdu(iwarp.Header{Op: iwarp.OpSendSE, Last: true, MSN: 1}, []byte("hello"), true)
+	two := append(fpdu(iwarp.Header{Op: iwarp.OpSend, MSN: 1}, make([]byte, 40), false),
+		fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1, MO: 40}, make([]byte, 20), false)...)
+	write := fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 2<<8 | 2, TO: 2 << 32}, make([]byte, 32), false)
+	read := fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
+		Read: iwarp.ReadRequest{SinkSTag: 5, Size: 100, SrcSTag: 3<<8 | 3, SrcTO: 3 << 32}}, nil, false)
+	term := fpdu(iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: 1}, nil, false)
+	rresp := fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 1}, nil, false)
+	for _, s := range [][]byte{send, two, write, read, term, rresp, append(send, write...), append(read, read...)} {
+		f.Add(false, uint16(len(s)/2), s)
+	}
+	f.Add(true, uint16(3), sendCRC)
+	f.Add(false, uint16(0), []byte{0xff, 0xff, 0x41, 0x43})
+	f.Fuzz(func(t *testing.T, crc bool, split uint16, data []byte) {
+		fc := newFuzzConn(t, crc)
+		defer fc.close()
+		k := min(int(split), len(data))
+		if _, err := unix.Write(fc.peer, data[k:]); err != nil && len(data[k:]) > 0 {
+			t.Skip(err)
+		}
+		if fc.c.state == csRTS {
+			fc.c.received(data[:k])
+		}
+		if fc.c.state == csRTS {
+			fc.c.readable()
+		}
+		switch fc.c.state {
+		case csRTS:
+			if fc.c.dp.dead {
+				t.Fatal("data path dead on a live connection")
+			}
+		case csClosing, csClosed:
+		default:
+			t.Fatalf("state %d", fc.c.state)
+		}
+	})
+}

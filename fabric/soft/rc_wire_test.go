@@ -1,0 +1,531 @@
+package soft
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/iwarp"
+)
+
+// fpdu encodes one FPDU as a peer would.
+func fpdu(h iwarp.Header, payload []byte, crc bool) []byte {
+	hdr, err := iwarp.AppendHeader(nil, &h)
+	if err != nil {
+		panic(err)
+	}
+	b, err := iwarp.AppendFPDU(nil, hdr, payload, crc)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// recrc recomputes the CRC of a whole, hand-edited FPDU.
+func recrc(b []byte, crc bool) []byte {
+	if crc {
+		n := len(b) - iwarp.CRCLen
+		binary.LittleEndian.PutUint32(b[n:], iwarp.CRC32c(b[:n]))
+	}
+	return b
+}
+
+// rawULPDU wraps arbitrary ULPDU bytes into an FPDU.
+func rawULPDU(u []byte, crc bool) []byte {
+	b, _ := iwarp.AppendFPDU(nil, nil, u, crc)
+	return b
+}
+
+// readMPA reads one MPA frame from a raw peer connection; extra bytes
+// that came with it are returned too.
+func readMPA(tb testing.TB, c net.Conn) (iwarp.MPAFrame, []byte) {
+	tb.Helper()
+	var buf []byte
+	var tmp [512]byte
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		var f iwarp.MPAFrame
+		n, err := iwarp.ParseMPA(buf, &f)
+		if err == nil {
+			f.PrivateData = append([]byte(nil), f.PrivateData...)
+			return f, buf[n:]
+		}
+		if !errors.Is(err, iwarp.ErrShort) {
+			tb.Fatalf("MPA frame: %v", err)
+		}
+		k, err := c.Read(tmp[:])
+		if err != nil {
+			tb.Fatalf("reading the MPA frame: %v", err)
+		}
+		buf = append(buf, tmp[:k]...)
+	}
+}
+
+// readAll reads until EOF (or an error) and returns the FPDUs' ULPDUs.
+func readULPDUs(tb testing.TB, c net.Conn, crc bool, pre []byte) [][]byte {
+	tb.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rest, _ := io.ReadAll(c)
+	b := append(pre, rest...)
+	var out [][]byte
+	for len(b) > 0 {
+		u, n, err := iwarp.ParseFPDU(b, crc)
+		if err != nil {
+			tb.Fatalf("FPDU from the fabric: %v (%x)", err, b)
+		}
+		out = append(out, append([]byte(nil), u...))
+		b = b[n:]
+	}
+	return out
+}
+
+// syncBuf is a log sink the loop may write while the test reads.
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuf) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// rawServerSide is a Go listener taking connections from a raw peer.
+type rawServerSide struct {
+	f     *Fabric
+	ch    *rcChan
+	lis   *id.ID
+	port  string
+	ids   []*id.ID
+	write id.MR // a 64-byte remote-writable region of the last accepted id
+	read  id.MR // a 64-byte remote-readable one
+}
+
+// rawAccept dials the Go listener from a raw TCP peer, sends req, lets the
+// Go side create its QP (one 64-byte receive posted) and accept, and reads
+// the Reply.
+func (s *rawServerSide) rawAccept(tb testing.TB, req iwarp.MPAFrame, wantEstablished bool) (net.Conn, iwarp.MPAFrame) {
+	tb.Helper()
+	c, err := net.Dial("tcp", "127.0.0.1:"+s.port)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	b, err := iwarp.AppendMPA(nil, &req)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := c.Write(b); err != nil {
+		tb.Fatal(err)
+	}
+	e := acceptNext(tb, s.ch, id.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
+		buf := make([]byte, 64)
+		m := reg(tb, e, buf, id.AccessLocalWrite)
+		if err := e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
+			tb.Fatal(err)
+		}
+		s.write = reg(tb, e, make([]byte, 64), id.AccessLocalWrite|id.AccessRemoteWrite)
+		s.read = reg(tb, e, make([]byte, 64), id.AccessRemoteRead)
+	})
+	s.ids = append(s.ids, e.id)
+	if wantEstablished {
+		s.ch.want(tb, id.EventEstablished)
+	}
+	f, extra := readMPA(tb, c)
+	if len(extra) > 0 {
+		tb.Fatalf("%d bytes glued to the MPA Reply", len(extra))
+	}
+	return c, f
+}
+
+func (s *rawServerSide) close(tb testing.TB) {
+	for _, i := range s.ids {
+		_ = i.Destroy()
+	}
+	_ = s.lis.Destroy()
+	_ = s.ch.src.Close()
+}
+
+func newRawServerSide(tb testing.TB, f *Fabric) *rawServerSide {
+	s := &rawServerSide{f: f, ch: newRCChan(tb, f)}
+	s.lis = listen(tb, s.ch)
+	s.port = strconv.Itoa(int(s.lis.LocalAddr().Port()))
+	return s
+}
+
+func enhancedReq(crc bool) iwarp.MPAFrame {
+	return iwarp.MPAFrame{Rev: iwarp.MPARev2, Enhanced: true, CRC: crc, IRD: 1, ORD: 1}
+}
+
+// TestRCMalformed sends hand-crafted bad FPDUs after a real MPA exchange:
+// each closes only its connection, with DISCONNECTED on its id and, where
+// siw sends one, a Terminate with siw's layer, type and code. A Go-to-Go
+// connection on the same fabric keeps working throughout.
+func TestRCMalformed(t *testing.T) {
+	send := func(msn uint32, n int) iwarp.Header {
+		return iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: msn}
+	}
+	type tc struct {
+		name  string
+		crc   bool
+		bytes func(s *rawServerSide, crc bool) []byte
+		term  *iwarp.Terminate // nil: no Terminate expected
+	}
+	term := func(l iwarp.Layer, et, ec uint8) *iwarp.Terminate {
+		return &iwarp.Terminate{Layer: l, EType: et, ECode: ec}
+	}
+	cases := []tc{
+		{"bad-crc", true, func(_ *rawServerSide, crc bool) []byte {
+			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b[len(b)-1] ^= 0x55
+			return b
+		}, term(iwarp.LayerLLP, iwarp.LLPETypeMPA, iwarp.LLPECodeReceivedCRC)},
+		{"bad-ddp-version", false, func(_ *rawServerSide, crc bool) []byte {
+			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b[2] = b[2]&^3 | 2
+			return recrc(b, crc)
+		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTVersion)},
+		{"bad-rdmap-version", true, func(_ *rawServerSide, crc bool) []byte {
+			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b[3] = b[3]&^0xc0 | 0x80
+			return recrc(b, crc)
+		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteOperation, iwarp.RDMAPECodeVersion)},
+		{"unknown-opcode", false, func(_ *rawServerSide, crc bool) []byte {
+			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b[3] = b[3]&^0x0f | 9
+			return recrc(b, crc)
+		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteOperation, iwarp.RDMAPECodeOpcode)},
+		{"truncated-header", false, func(_ *rawServerSide, crc bool) []byte {
+			return rawULPDU([]byte{0x41, 0x43, 0, 0, 0, 0}, crc)
+		}, term(iwarp.LayerDDP, iwarp.DDPETypeCatastrophic, iwarp.DDPECodeCatastrophic)},
+		{"oversize-send", true, func(_ *rawServerSide, crc bool) []byte {
+			return fpdu(send(1, 100), make([]byte, 100), crc) // the receive holds 64
+		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTInvalidMSNNoBuf)},
+		{"second-send-no-receive", false, func(_ *rawServerSide, crc bool) []byte {
+			return append(fpdu(send(1, 0), nil, crc), fpdu(send(2, 0), nil, crc)...)
+		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTInvalidMSNNoBuf)},
+		{"oversize-read-request", false, func(_ *rawServerSide, crc bool) []byte {
+			b := fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1}, nil, crc)
+			u := append(append([]byte(nil), b[2:2+iwarp.ReadRequestLen]...), 1, 2, 3, 4)
+			return rawULPDU(u, crc)
+		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTMsgTooLong)},
+		{"bad-msn", false, func(_ *rawServerSide, crc bool) []byte {
+			return fpdu(send(5, 0), nil, crc)
+		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTInvalidMSNRange)},
+		{"write-bad-stag", false, func(_ *rawServerSide, crc bool) []byte {
+			return fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 0x1234}, make([]byte, 8), crc)
+		}, term(iwarp.LayerDDP, iwarp.DDPETypeTaggedBuf, iwarp.DDPECodeTInvalidSTag)},
+		{"write-out-of-bounds", true, func(s *rawServerSide, crc bool) []byte {
+			return fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: s.write.RKey(), TO: s.write.Addr() + 60}, make([]byte, 8), crc)
+		}, term(iwarp.LayerDDP, iwarp.DDPETypeTaggedBuf, iwarp.DDPECodeTBaseBounds)},
+		{"read-no-access", false, func(s *rawServerSide, crc bool) []byte {
+			return fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
+				Read: iwarp.ReadRequest{SinkSTag: 9, Size: 8, SrcSTag: s.write.RKey(), SrcTO: s.write.Addr()}}, nil, crc)
+		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteProtection, iwarp.RDMAPECodeAccessRights)},
+		{"reads-over-ird", false, func(s *rawServerSide, crc bool) []byte {
+			r := func(msn uint32) []byte {
+				return fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: msn,
+					Read: iwarp.ReadRequest{SinkSTag: 9, Size: 8, SrcSTag: s.read.RKey(), SrcTO: s.read.Addr()}}, nil, crc)
+			}
+			return append(r(1), r(2)...) // IRD is 1
+		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteOperation, iwarp.RDMAPECodeCatastrophicStream)},
+		{"unexpected-read-response", false, func(_ *rawServerSide, crc bool) []byte {
+			return fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 1}, make([]byte, 4), crc)
+		}, term(iwarp.LayerDDP, iwarp.DDPETypeCatastrophic, iwarp.DDPECodeCatastrophic)},
+		{"fin-mid-fpdu", false, func(_ *rawServerSide, crc bool) []byte {
+			return fpdu(send(1, 40), make([]byte, 40), crc)[:30]
+		}, nil},
+		{"terminate-from-peer", true, func(_ *rawServerSide, crc bool) []byte {
+			return fpdu(iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: 1,
+				Term: iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: 2, ECode: 6}}, nil, crc)
+		}, nil},
+	}
+
+	logs := &syncBuf{}
+	f := New(WithLogger(zerolog.New(logs).Level(zerolog.DebugLevel)))
+	// The bystander: a Go-to-Go connection on the same fabric.
+	by := newPair(t, pairOpts{srvFab: f})
+	ping := func() {
+		t.Helper()
+		_ = by.srv.id.PostRecv(1, nil, nil)
+		_ = by.cli.id.PostSend(2, nil, nil, 0)
+		wantWC(t, comp(t, by.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
+	}
+	s := newRawServerSide(t, f)
+	for _, k := range cases {
+		t.Run(k.name, func(t *testing.T) {
+			c, _ := s.rawAccept(t, enhancedReq(k.crc), true)
+			defer c.Close()
+			if _, err := c.Write(k.bytes(s, k.crc)); err != nil {
+				t.Fatal(err)
+			}
+			if k.name == "fin-mid-fpdu" {
+				_ = c.(*net.TCPConn).CloseWrite()
+			}
+			s.ch.want(t, id.EventDisconnected)
+			us := readULPDUs(t, c, k.crc, nil)
+			var got *iwarp.Terminate
+			for _, u := range us {
+				var h iwarp.Header
+				if _, err := iwarp.ParseULPDU(u, &h); err != nil {
+					t.Fatalf("bad ULPDU from the fabric: %v", err)
+				}
+				if h.Op == iwarp.OpTerminate {
+					if h.MSN != 1 || h.MO != 0 {
+						t.Fatalf("Terminate MSN %d MO %d", h.MSN, h.MO)
+					}
+					got = &h.Term
+				}
+			}
+			switch {
+			case k.term == nil && got != nil:
+				t.Fatalf("unexpected Terminate %+v", *got)
+			case k.term != nil && got == nil:
+				t.Fatalf("no Terminate, want %+v", *k.term)
+			case k.term != nil && (got.Layer != k.term.Layer || got.EType != k.term.EType || got.ECode != k.term.ECode):
+				t.Fatalf("Terminate %s/%d/%d, want %s/%d/%d", got.Layer, got.EType, got.ECode,
+					k.term.Layer, k.term.EType, k.term.ECode)
+			}
+			// The id's posted receive is flushed (or was used).
+			qp := s.ids[len(s.ids)-1].QP()
+			if wc := comp(t, qp.RecvCQ()); wc.Status != id.WCWRFlushErr && wc.Status != id.WCSuccess && wc.Status != id.WCLocLenErr {
+				t.Fatalf("receive completion %+v", wc)
+			}
+			ping()
+		})
+	}
+	if !strings.Contains(logs.String(), `"layer":"DDP"`) || !strings.Contains(logs.String(), "Terminate") {
+		t.Errorf("no debug log of the Terminates: %s", logs.String())
+	}
+	s.close(t)
+	by.disconnect = true
+	by.close()
+}
+
+// TestRCReplyWithFPDUs: a responder (like siw) may put FPDUs right behind
+// its MPA Reply; the Go initiator takes them.
+func TestRCReplyWithFPDUs(t *testing.T) {
+	for _, crc := range []bool{false, true} {
+		t.Run(strconv.FormatBool(crc), func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ln.Close()
+			f := New()
+			ch := newRCChan(t, f)
+			buf := make([]byte, 100)
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+				m := reg(tb, e, buf, id.AccessLocalWrite)
+				for k := 0; k < 2; k++ {
+					_ = e.qp.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: buf, MR: m})
+				}
+			})
+			c, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			req, _ := readMPA(t, c)
+			if !req.HasIRDORD() || req.CRC || req.P2P {
+				t.Fatalf("request %+v", req)
+			}
+			rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, CRC: crc, IRD: 1, ORD: 1}
+			b, _ := iwarp.AppendMPA(nil, &rep)
+			msg := pattern(100, 1)
+			b = append(b, fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, msg, crc)...)
+			b = append(b, fpdu(iwarp.Header{Op: iwarp.OpSendSE, Last: true, MSN: 2}, msg[:10], crc)...)
+			if _, err := c.Write(b); err != nil {
+				t.Fatal(err)
+			}
+			ch.want(t, id.EventEstablished)
+			wc := comp(t, e.qp.RecvCQ())
+			if wc.Status != id.WCSuccess || wc.ByteLen != 100 || wc.Solicited {
+				t.Fatalf("%+v", wc)
+			}
+			wc = comp(t, e.qp.RecvCQ())
+			if wc.Status != id.WCSuccess || wc.ByteLen != 10 || !wc.Solicited {
+				t.Fatalf("%+v", wc)
+			}
+			sameBytes(t, buf[:10], msg[:10])
+			// A send from the Go side: exactly siw's layout for 100 bytes.
+			_ = e.id.PostSend(3, msg, nil, id.SendInline)
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			out := make([]byte, 124)
+			if _, err := io.ReadFull(c, out); err != nil {
+				t.Fatal(err)
+			}
+			want := append([]byte{0x00, 0x76, 0x41, 0x43, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0}, msg...)
+			want = append(want, 0, 0, 0, 0)
+			if crc {
+				binary.LittleEndian.PutUint32(want[120:], iwarp.CRC32c(want[:120]))
+			}
+			if !bytes.Equal(out, want) {
+				t.Fatalf("send on the wire:\n%x\nwant\n%x", out, want)
+			}
+			_ = c.Close()
+			ch.want(t, id.EventDisconnected)
+			_ = e.id.Destroy()
+			_ = ch.src.Close()
+			quiesce(t, f)
+		})
+	}
+}
+
+// TestRCP2PWire checks the P2P bytes both ways: the Go initiator's RTRs
+// (as siw expects them) and the Go responder waiting for the RTR before
+// ESTABLISHED.
+func TestRCP2PWire(t *testing.T) {
+	t.Run("initiator", func(t *testing.T) {
+		for _, rtr := range []RTR{RTRWrite, RTRRead} {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := New(WithP2P(RTRWrite | RTRRead))
+			ch := newRCChan(t, f)
+			buf := make([]byte, 8)
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+				_ = e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: reg(tb, e, buf, id.AccessLocalWrite)})
+			})
+			c, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := readMPA(t, c)
+			if !req.P2P || !req.WriteRTR || !req.ReadRTR {
+				t.Fatalf("request %+v", req)
+			}
+			rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, IRD: 1, ORD: 1, P2P: true,
+				WriteRTR: rtr == RTRWrite, ReadRTR: rtr == RTRRead}
+			b, _ := iwarp.AppendMPA(nil, &rep)
+			_, _ = c.Write(b)
+			ch.want(t, id.EventEstablished)
+			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+			if rtr == RTRWrite {
+				got := make([]byte, 20)
+				if _, err := io.ReadFull(c, got); err != nil {
+					t.Fatal(err)
+				}
+				want := []byte{0x00, 0x0e, 0xc1, 0x40, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0}
+				if !bytes.Equal(got, want) {
+					t.Fatalf("write RTR %x, want %x", got, want)
+				}
+			} else {
+				got := make([]byte, 52)
+				if _, err := io.ReadFull(c, got); err != nil {
+					t.Fatal(err)
+				}
+				var h iwarp.Header
+				if _, err := iwarp.ParseULPDU(got[2:48], &h); err != nil || h.Op != iwarp.OpReadRequest || h.MSN != 1 || h.Read.Size != 0 {
+					t.Fatalf("read RTR %x: %v %+v", got, err, h)
+				}
+				// Answer it, then send: the empty Read Response is consumed.
+				b = fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: h.Read.SinkSTag, TO: h.Read.SinkTO}, nil, false)
+				_, _ = c.Write(b)
+			}
+			_, _ = c.Write(fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("p2p!"), false))
+			wc := comp(t, e.qp.RecvCQ())
+			if wc.Status != id.WCSuccess || string(buf[:wc.ByteLen]) != "p2p!" {
+				t.Fatalf("%+v %q", wc, buf)
+			}
+			_ = c.Close()
+			ch.want(t, id.EventDisconnected)
+			_ = e.id.Destroy()
+			_ = ch.src.Close()
+			_ = ln.Close()
+			quiesce(t, f)
+		}
+	})
+	t.Run("responder", func(t *testing.T) {
+		f := New()
+		s := newRawServerSide(t, f)
+		for _, offer := range []struct{ w, r, wantW, wantR bool }{{true, true, true, false}, {false, true, false, true}, {true, false, true, false}} {
+			req := enhancedReq(false)
+			req.P2P, req.WriteRTR, req.ReadRTR = true, offer.w, offer.r
+			c, rep := s.rawAccept(t, req, false)
+			if !rep.P2P || rep.WriteRTR != offer.wantW || rep.ReadRTR != offer.wantR || rep.IRD != 1 || rep.ORD != 1 {
+				t.Fatalf("reply %+v to %+v", rep, offer)
+			}
+			s.ch.none(t, 50*time.Millisecond) // no ESTABLISHED before the RTR
+			var rtr []byte
+			if rep.WriteRTR {
+				rtr = fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
+			} else {
+				rtr = fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1, Read: iwarp.ReadRequest{SinkSTag: 77}}, nil, false)
+			}
+			_, _ = c.Write(rtr)
+			s.ch.want(t, id.EventEstablished)
+			if rep.ReadRTR {
+				got := make([]byte, 20)
+				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+				if _, err := io.ReadFull(c, got); err != nil {
+					t.Fatal(err)
+				}
+				want := fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 77}, nil, false)
+				if !bytes.Equal(got, want) {
+					t.Fatalf("read response %x, want %x", got, want)
+				}
+			}
+			_ = c.Close()
+			s.ch.want(t, id.EventDisconnected)
+		}
+		s.close(t)
+		quiesce(t, f)
+	})
+}
+
+// TestRCResponderHold: an accepted connection does not put FPDUs behind
+// its MPA Reply; it sends after the hold delay, or as soon as the
+// initiator's first FPDU arrives.
+func TestRCResponderHold(t *testing.T) {
+	const hold = 300 * time.Millisecond
+	f := New(WithResponderHold(hold))
+	s := newRawServerSide(t, f)
+	for _, initiatorFirst := range []bool{false, true} {
+		c, _ := s.rawAccept(t, enhancedReq(false), true)
+		srv := s.ids[len(s.ids)-1]
+		t0 := time.Now()
+		if err := srv.PostSend(1, []byte("first"), nil, id.SendInline); err != nil {
+			t.Fatal(err)
+		}
+		if initiatorFirst {
+			_, _ = c.Write(fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false))
+		}
+		got := make([]byte, 32)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if _, err := io.ReadFull(c, got); err != nil {
+			t.Fatal(err)
+		}
+		d := time.Since(t0)
+		if initiatorFirst && d >= hold {
+			t.Errorf("the initiator's FPDU did not end the hold (%v)", d)
+		}
+		if !initiatorFirst && d < hold*2/3 {
+			t.Errorf("first FPDU after %v, hold is %v", d, hold)
+		}
+		if !bytes.Contains(got, []byte("first")) {
+			t.Errorf("FPDU %x", got)
+		}
+		_ = c.Close()
+		s.ch.want(t, id.EventDisconnected)
+	}
+	s.close(t)
+	quiesce(t, f)
+}
