@@ -3,6 +3,7 @@ package id
 import (
 	"context"
 	"net/netip"
+	"sync"
 	"syscall"
 )
 
@@ -168,6 +169,9 @@ type QPInitAttr struct {
 }
 
 // QP is a queue pair bound to an id: the data path after connection set-up.
+// PostSend and PostRecv must copy what they need from the work request
+// before returning: the caller reuses it (ID's Post methods recycle theirs,
+// so posting allocates nothing).
 type QP interface {
 	// Num is the QP number.
 	Num() uint32
@@ -278,47 +282,63 @@ func (i *ID) DeregMR(mr MR) error {
 	return wrap("dereg_mr", qp.DeregMR(mr))
 }
 
+// Work requests handed to a QP are recycled: QP implementations copy them.
+var (
+	sendWRs = sync.Pool{New: func() any { return new(SendWR) }}
+	recvWRs = sync.Pool{New: func() any { return new(RecvWR) }}
+)
+
 // PostRecv posts a receive of buf (within mr), as rdma_post_recv.
 func (i *ID) PostRecv(wrID uint64, buf []byte, mr MR) error {
 	qp, err := i.needQP("post_recv")
 	if err != nil {
 		return err
 	}
-	return wrap("post_recv", qp.PostRecv(&RecvWR{WRID: wrID, Buf: buf, MR: mr}))
+	wr := recvWRs.Get().(*RecvWR)
+	*wr = RecvWR{WRID: wrID, Buf: buf, MR: mr}
+	err = qp.PostRecv(wr)
+	*wr = RecvWR{}
+	recvWRs.Put(wr)
+	return wrap("post_recv", err)
 }
 
 // PostSend posts a Send of buf, as rdma_post_send.
 func (i *ID) PostSend(wrID uint64, buf []byte, mr MR, flags SendFlags) error {
-	return i.post("post_send", &SendWR{WRID: wrID, Opcode: WRSend, Flags: flags, Buf: buf, MR: mr})
+	return i.post("post_send", SendWR{WRID: wrID, Opcode: WRSend, Flags: flags, Buf: buf, MR: mr})
 }
 
 // PostUDSend posts a datagram to the peer ah/qpn with the UD Q_Key, as
 // rdma_post_ud_send.
 func (i *ID) PostUDSend(wrID uint64, buf []byte, mr MR, flags SendFlags, ah *AHAttr, remoteQPN uint32) error {
-	return i.post("post_ud_send", &SendWR{WRID: wrID, Opcode: WRSend, Flags: flags, Buf: buf, MR: mr,
+	return i.post("post_ud_send", SendWR{WRID: wrID, Opcode: WRSend, Flags: flags, Buf: buf, MR: mr,
 		AH: ah, RemoteQPN: remoteQPN, RemoteQKey: UDPQKey})
 }
 
 // PostWrite posts an RDMA Write of buf to the peer's remoteAddr/rkey, as
 // rdma_post_write.
 func (i *ID) PostWrite(wrID uint64, buf []byte, mr MR, flags SendFlags, remoteAddr uint64, rkey uint32) error {
-	return i.post("post_write", &SendWR{WRID: wrID, Opcode: WRWrite, Flags: flags, Buf: buf, MR: mr,
+	return i.post("post_write", SendWR{WRID: wrID, Opcode: WRWrite, Flags: flags, Buf: buf, MR: mr,
 		RemoteAddr: remoteAddr, RKey: rkey})
 }
 
 // PostRead posts an RDMA Read from the peer's remoteAddr/rkey into buf, as
 // rdma_post_read.
 func (i *ID) PostRead(wrID uint64, buf []byte, mr MR, flags SendFlags, remoteAddr uint64, rkey uint32) error {
-	return i.post("post_read", &SendWR{WRID: wrID, Opcode: WRRead, Flags: flags, Buf: buf, MR: mr,
+	return i.post("post_read", SendWR{WRID: wrID, Opcode: WRRead, Flags: flags, Buf: buf, MR: mr,
 		RemoteAddr: remoteAddr, RKey: rkey})
 }
 
-func (i *ID) post(op string, wr *SendWR) error {
+func (i *ID) post(op string, w SendWR) error {
 	qp, err := i.needQP(op)
 	if err != nil {
 		return err
 	}
-	return wrap(op, qp.PostSend(wr))
+	wr := sendWRs.Get().(*SendWR)
+	*wr = w
+	err = qp.PostSend(wr)
+	*wr = SendWR{}
+	sendWRs.Put(wr)
+	return wrap(op, err)
 }
 
 // GetSendComp waits for the next send completion, as rdma_get_send_comp.
@@ -337,7 +357,8 @@ func (i *ID) comp(ctx context.Context, op string, which func(QP) CQ) (WC, error)
 		return WC{}, err
 	}
 	cq := which(qp)
-	var wc [1]WC
+	wc := wcScratch.Get().(*[1]WC) // a local array would escape through cq.Poll
+	defer wcScratch.Put(wc)
 	for {
 		if cq.Poll(wc[:]) == 1 {
 			return wc[0], nil
@@ -347,3 +368,5 @@ func (i *ID) comp(ctx context.Context, op string, which func(QP) CQ) (WC, error)
 		}
 	}
 }
+
+var wcScratch = sync.Pool{New: func() any { return new([1]WC) }}

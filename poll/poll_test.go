@@ -213,3 +213,19 @@ func BenchmarkWakeReset(b *testing.B) {
 		w.Reset()
 	}
 }
+
+func TestModifyDoesNotAllocate(t *testing.T) {
+	p := mustPoller(t)
+	e := mustEventFD(t)
+	if err := p.Add(e.Fd(), In, 1); err != nil {
+		t.Fatal(err)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if err := p.Modify(e.Fd(), In|Out, 2); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("Modify allocates %.1f times", allocs)
+	}
+}

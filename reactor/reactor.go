@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -250,8 +251,18 @@ func (r *Reactor) loop() {
 	defer close(r.done)
 	r.loopG = goid.ID()
 	events := make([]poll.Event, 128)
+	// After a busy batch, look again without blocking, and yield once before
+	// sleeping in epoll_wait: the goroutine that will post the next piece of
+	// work (a reply, an ack) often runs in that window, which saves a wakeup.
+	timeout := -1
 	for {
-		n, err := r.poller.Wait(events, -1)
+		n, err := r.poller.Wait(events, timeout)
+		if err == nil && n == 0 && timeout == 0 {
+			runtime.Gosched()
+			timeout = -1
+			continue
+		}
+		timeout = 0
 		if err != nil {
 			r.log.Error().Err(err).Msg("reactor: epoll wait")
 			continue

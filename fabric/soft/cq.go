@@ -14,10 +14,15 @@ import (
 // readable exactly while completions are queued (level semantics, so a
 // reactor can multiplex it without the req_notify dance of verbs). It grows
 // instead of overflowing.
+//
+// The eventfd is kept in step with the queue only once Fd has been called:
+// callers that wait with Wait (GetSendComp, GetRecvComp) never look at it,
+// and skipping its two syscalls per completion halves a ping-pong's cost.
 type cq struct {
 	efd    *poll.EventFD
 	signal chan struct{}
 	done   chan struct{}
+	armed  bool // Fd was called: keep efd readable exactly while n > 0 (under mu)
 
 	mu     sync.Mutex
 	wcs    []id.WC // ring
@@ -34,8 +39,19 @@ func newCQ() (*cq, error) {
 	return &cq{efd: efd, signal: make(chan struct{}, 1), done: make(chan struct{}), wcs: make([]id.WC, 16)}, nil
 }
 
-// Fd implements id.CQ.
-func (c *cq) Fd() int { return c.efd.Fd() }
+// Fd implements id.CQ. From the first call on, the descriptor is readable
+// exactly while completions are queued.
+func (c *cq) Fd() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.armed && !c.closed {
+		c.armed = true
+		if c.n > 0 {
+			_ = c.efd.Add(1)
+		}
+	}
+	return c.efd.Fd()
+}
 
 // push queues a completion. Completions after close are dropped.
 func (c *cq) push(wc id.WC) {
@@ -53,7 +69,7 @@ func (c *cq) push(wc id.WC) {
 	}
 	c.wcs[(c.head+c.n)%len(c.wcs)] = wc
 	c.n++
-	if c.n == 1 {
+	if c.n == 1 && c.armed {
 		_ = c.efd.Add(1)
 	}
 	c.mu.Unlock()
@@ -74,7 +90,7 @@ func (c *cq) Poll(out []id.WC) int {
 		c.head = (c.head + 1) % len(c.wcs)
 		c.n--
 	}
-	if k > 0 && c.n == 0 {
+	if k > 0 && c.n == 0 && c.armed {
 		_, _ = c.efd.Read()
 	}
 	return k

@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"runtime"
 	"sync"
 
 	"github.com/rs/zerolog"
@@ -33,6 +34,7 @@ type loop struct {
 
 	mu    sync.Mutex
 	tasks []func()
+	spare []func() // the other task buffer, swapped with tasks by runTasks
 	dead  bool
 
 	// owned by the loop goroutine
@@ -116,8 +118,18 @@ func (l *loop) unregister(fd int) {
 func (l *loop) run() {
 	defer close(l.done)
 	events := make([]poll.Event, 256)
+	// After a busy batch, look again without blocking, and yield once before
+	// sleeping in epoll_wait: the goroutine that will post the next piece of
+	// work (a reply, an ack) often runs in that window, which saves a wakeup.
+	timeout := -1
 	for {
-		n, err := l.poller.Wait(events, -1)
+		n, err := l.poller.Wait(events, timeout)
+		if err == nil && n == 0 && timeout == 0 {
+			runtime.Gosched()
+			timeout = -1
+			continue
+		}
+		timeout = 0
 		if err != nil {
 			l.log.Error().Err(err).Msg("soft: epoll wait")
 			continue
@@ -142,20 +154,27 @@ func (l *loop) run() {
 	}
 }
 
-// runTasks runs the queued tasks, including those they queue.
+// runTasks runs the queued tasks, including those they queue. The two task
+// slices are swapped rather than reallocated.
 func (l *loop) runTasks() {
 	for {
 		l.mu.Lock()
 		tasks := l.tasks
-		l.tasks = nil
+		l.tasks = l.spare[:0]
 		l.mu.Unlock()
 		if len(tasks) == 0 {
+			l.mu.Lock()
+			l.spare = tasks
+			l.mu.Unlock()
 			return
 		}
 		for k, fn := range tasks {
 			fn()
 			tasks[k] = nil
 		}
+		l.mu.Lock()
+		l.spare = tasks[:0]
+		l.mu.Unlock()
 	}
 }
 
