@@ -39,7 +39,8 @@ func (e *HandlerError) Error() string {
 func (e *HandlerError) Unwrap() error { return e.Err }
 
 // PanicError is a panic recovered from a handler; the event was
-// acknowledged and the reactor goes on.
+// acknowledged and the reactor goes on. ID and Type are zero for a
+// completion handler's panic.
 type PanicError struct {
 	ID    uint64
 	Type  id.EventType
@@ -50,3 +51,19 @@ type PanicError struct {
 func (e *PanicError) Error() string {
 	return fmt.Sprintf("reactor: handler of %s for id %d panicked: %v", e.Type, e.ID, e.Value)
 }
+
+// CompletionError is a non-nil error a completion handler returned.
+type CompletionError struct {
+	// WC is the completion.
+	WC id.WC
+	// Err is what the handler returned.
+	Err error
+}
+
+// Error implements error.
+func (e *CompletionError) Error() string {
+	return fmt.Sprintf("reactor: completion handler of wr %d (%s): %v", e.WC.WRID, e.WC.Status, e.Err)
+}
+
+// Unwrap returns the handler's error.
+func (e *CompletionError) Unwrap() error { return e.Err }

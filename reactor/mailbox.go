@@ -2,17 +2,20 @@ package reactor
 
 import "github.com/cmrt/cmrt/id"
 
-// item is an event waiting for its handler.
+// item is an event waiting for its handler, or a work completion waiting
+// for its completion handler (reg set).
 type item struct {
-	ev *id.Event
-	h  id.Handler
+	ev  *id.Event
+	h   id.Handler
+	wc  id.WC
+	reg *registration
 }
 
-// mailbox holds the pending events of one id, in order. It is guarded by
-// the reactor's mbMu. A scheduled mailbox is being drained by a worker or
-// waits in the ready list for one.
+// mailbox holds the pending items of one id (or one completion queue), in
+// order. It is guarded by the reactor's mbMu. A scheduled mailbox is being
+// drained by a worker or waits in the run queue for one.
 type mailbox struct {
-	key       *id.ID
+	key       any    // *id.ID, or the *registration of a completion queue
 	items     []item // ring
 	head, n   int
 	scheduled bool

@@ -24,15 +24,33 @@ type Channel interface {
 	Fd() int
 }
 
-// registration is a channel the loop reads. Loop-owned except removed.
+// registration is a channel (or a completion queue) the loop reads.
+// Loop-owned except removed.
 type registration struct {
 	key     uint64
 	ch      Channel
 	src     id.EventSource
 	fd      int
 	h       id.Handler
+	cq      id.CQ
+	ch2     CompletionHandler
+	wcs     []id.WC // the loop's buffer for polling cq
 	removed atomic.Bool
 }
+
+// CompletionHandler handles work completions of a completion queue
+// registered with RegisterCQ.
+type CompletionHandler interface {
+	// HandleCompletion handles one completion. wc is valid until it
+	// returns; the error is reported through Options.OnError.
+	HandleCompletion(wc *id.WC) error
+}
+
+// CompletionFunc adapts a function to CompletionHandler.
+type CompletionFunc func(wc *id.WC) error
+
+// HandleCompletion calls f(wc).
+func (f CompletionFunc) HandleCompletion(wc *id.WC) error { return f(wc) }
 
 // Reactor is an epoll loop over event channels. Create it with New; it is
 // safe for concurrent use.
@@ -51,8 +69,9 @@ type Reactor struct {
 	taskMu sync.Mutex
 	tasks  []func()
 
-	regMu  sync.Mutex         // guards byCh and nextKey (callers' side)
+	regMu  sync.Mutex         // guards byCh, byCQ and nextKk (callers' side)
 	byCh   map[Channel]uint64 // channel -> registration key
+	byCQ   map[id.CQ]uint64   // completion queue -> registration key
 	nextKk uint64
 
 	// loop-owned
@@ -61,9 +80,9 @@ type Reactor struct {
 
 	// mailboxes, shared by the loop and the workers
 	mbMu     sync.Mutex
-	mbCond   sync.Cond // signalled when runq grows or workers must stop
-	mboxes   map[*id.ID]*mailbox
-	runq     []*mailbox // scheduled mailboxes no worker has taken yet
+	mbCond   sync.Cond        // signalled when runq grows or workers must stop
+	mboxes   map[any]*mailbox // by *id.ID, or by a completion queue's *registration
+	runq     []*mailbox       // scheduled mailboxes no worker has taken yet
 	spare    []*mailbox
 	stopping bool // workers exit once runq is empty
 	workers  sync.WaitGroup
@@ -80,9 +99,9 @@ type counters struct {
 
 // Stats is a snapshot of a reactor's counters.
 type Stats struct {
-	// Channels registered.
+	// Channels (and completion queues) registered.
 	Channels int
-	// Events dispatched since New.
+	// Events (and work completions) dispatched since New.
 	Events uint64
 	// Pending events taken from channels and not yet handled.
 	Pending int64
@@ -124,8 +143,8 @@ func New(opts ...Option) (*Reactor, error) {
 	}
 	r := &Reactor{
 		opts: o, log: o.Logger, poller: p, waker: w, done: make(chan struct{}),
-		byCh: make(map[Channel]uint64), regs: make(map[uint64]*registration),
-		mboxes: make(map[*id.ID]*mailbox),
+		byCh: make(map[Channel]uint64), byCQ: make(map[id.CQ]uint64), regs: make(map[uint64]*registration),
+		mboxes: make(map[any]*mailbox),
 	}
 	r.mbCond.L = &r.mbMu
 	if o.Workers > 0 {
@@ -234,16 +253,70 @@ func (r *Reactor) Unregister(ch Channel) error {
 	if !ok {
 		return ErrNotRegistered
 	}
+	r.call(func() { r.forget(key) })
+	return nil
+}
+
+// RegisterCQ adds a completion queue: whenever its descriptor is readable
+// the reactor polls it and hands each work completion to h, in order (one
+// completion of a queue at a time, also on the pool). It may be called from
+// a handler.
+func (r *Reactor) RegisterCQ(cq id.CQ, h CompletionHandler) error {
+	if h == nil || cq == nil {
+		return fmt.Errorf("reactor: nil completion queue or handler: %w", syscall.EINVAL)
+	}
+	if r.state.Load() != 0 {
+		return ErrClosed
+	}
+	r.regMu.Lock()
+	if _, dup := r.byCQ[cq]; dup {
+		r.regMu.Unlock()
+		return ErrRegistered
+	}
+	r.nextKk++
+	reg := &registration{key: r.nextKk, cq: cq, fd: cq.Fd(), ch2: h, wcs: make([]id.WC, 32)}
+	if err := r.poller.Add(reg.fd, poll.In, reg.key); err != nil {
+		r.regMu.Unlock()
+		return err
+	}
+	r.byCQ[cq] = reg.key
+	r.regMu.Unlock()
 	r.call(func() {
-		if reg := r.regs[key]; reg != nil {
-			reg.removed.Store(true)
-			delete(r.regs, key)
-			if err := r.poller.Delete(reg.fd); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EBADF) {
-				r.log.Warn().Err(err).Int("fd", reg.fd).Msg("reactor: epoll delete")
-			}
+		r.regs[reg.key] = reg
+		if r.paused {
+			_ = r.poller.Modify(reg.fd, 0, reg.key)
 		}
 	})
 	return nil
+}
+
+// UnregisterCQ stops polling a completion queue. Completions already taken
+// are still handled.
+func (r *Reactor) UnregisterCQ(cq id.CQ) error {
+	r.regMu.Lock()
+	key, ok := r.byCQ[cq]
+	if ok {
+		delete(r.byCQ, cq)
+	}
+	r.regMu.Unlock()
+	if !ok {
+		return ErrNotRegistered
+	}
+	r.call(func() { r.forget(key) })
+	return nil
+}
+
+// forget drops a registration and its epoll entry. Loop only.
+func (r *Reactor) forget(key uint64) {
+	reg := r.regs[key]
+	if reg == nil {
+		return
+	}
+	reg.removed.Store(true)
+	delete(r.regs, key)
+	if err := r.poller.Delete(reg.fd); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EBADF) {
+		r.log.Warn().Err(err).Int("fd", reg.fd).Msg("reactor: epoll delete")
+	}
 }
 
 // loop is the reactor's goroutine.
@@ -302,6 +375,10 @@ func (r *Reactor) runTasks() (stop bool) {
 // drain takes up to Batch events from a readable channel and dispatches
 // them, pausing when MaxPending is reached.
 func (r *Reactor) drain(reg *registration) {
+	if reg.cq != nil {
+		r.drainCQ(reg)
+		return
+	}
 	for k := 0; k < r.opts.Batch && !reg.removed.Load(); k++ {
 		if r.pending.Load() >= int64(r.opts.MaxPending) {
 			r.pause()
@@ -321,6 +398,48 @@ func (r *Reactor) drain(reg *registration) {
 		r.stats.events.Add(1)
 		r.pending.Add(1)
 		r.dispatch(ev, reg.h)
+	}
+}
+
+// drainCQ polls up to Batch completions from a readable completion queue
+// and dispatches them.
+func (r *Reactor) drainCQ(reg *registration) {
+	room := int64(r.opts.MaxPending) - r.pending.Load()
+	if room <= 0 {
+		r.pause()
+		return
+	}
+	wcs := reg.wcs[:min(int64(len(reg.wcs)), int64(r.opts.Batch), room)]
+	n := reg.cq.Poll(wcs)
+	for k := 0; k < n; k++ {
+		r.stats.events.Add(1)
+		r.pending.Add(1)
+		r.dispatchWC(reg, &wcs[k])
+	}
+}
+
+// dispatchWC hands one completion to its handler, in order per queue.
+func (r *Reactor) dispatchWC(reg *registration, wc *id.WC) {
+	if r.pool == nil {
+		r.inline.Add(1)
+		r.handleWC(reg, wc)
+		r.inline.Add(-1)
+		return
+	}
+	r.enqueue(reg, item{wc: *wc, reg: reg})
+}
+
+// handleWC runs one completion handler.
+func (r *Reactor) handleWC(reg *registration, wc *id.WC) {
+	defer func() {
+		if v := recover(); v != nil {
+			r.panicked(&PanicError{Value: v}, v)
+		}
+		r.handled()
+	}()
+	if err := reg.ch2.HandleCompletion(wc); err != nil {
+		r.stats.errors.Add(1)
+		r.report(&CompletionError{WC: *wc, Err: err})
 	}
 }
 
@@ -361,18 +480,23 @@ func (r *Reactor) dispatch(ev *id.Event, h id.Handler) {
 		r.inline.Add(-1)
 		return
 	}
+	r.enqueue(ev.ID, item{ev: ev, h: h})
+}
+
+// enqueue appends an item to key's mailbox and schedules the mailbox.
+func (r *Reactor) enqueue(key any, it item) {
 	r.mbMu.Lock()
-	mb := r.mboxes[ev.ID]
+	mb := r.mboxes[key]
 	if mb == nil {
 		if n := len(r.spare); n > 0 {
 			mb, r.spare = r.spare[n-1], r.spare[:n-1]
 		} else {
 			mb = new(mailbox)
 		}
-		mb.key = ev.ID
-		r.mboxes[ev.ID] = mb
+		mb.key = key
+		r.mboxes[key] = mb
 	}
-	mb.push(item{ev: ev, h: h})
+	mb.push(it)
 	if !mb.scheduled {
 		mb.scheduled = true
 		r.runq = append(r.runq, mb)
@@ -409,7 +533,11 @@ func (r *Reactor) worker() {
 				break
 			}
 			r.mbMu.Unlock()
-			r.handle(it.ev, it.h, g)
+			if it.reg != nil {
+				r.handleWC(it.reg, &it.wc)
+			} else {
+				r.handle(it.ev, it.h, g)
+			}
 			r.mbMu.Lock()
 		}
 	}
@@ -474,7 +602,7 @@ func (r *Reactor) report(err error) {
 // Stats returns the reactor's counters.
 func (r *Reactor) Stats() Stats {
 	r.regMu.Lock()
-	n := len(r.byCh)
+	n := len(r.byCh) + len(r.byCQ)
 	r.regMu.Unlock()
 	return Stats{
 		Channels: n, Events: r.stats.events.Load(), Pending: r.pending.Load(),
@@ -533,6 +661,7 @@ func (r *Reactor) Close(ctx context.Context) error {
 	_ = r.waker.Close()
 	r.regMu.Lock()
 	r.byCh = make(map[Channel]uint64)
+	r.byCQ = make(map[id.CQ]uint64)
 	r.regMu.Unlock()
 	return err
 }
@@ -544,7 +673,9 @@ func (r *Reactor) abandon() {
 	defer r.mbMu.Unlock()
 	for _, mb := range r.runq {
 		for it, ok := mb.pop(); ok; it, ok = mb.pop() {
-			_ = it.ev.Ack()
+			if it.ev != nil {
+				_ = it.ev.Ack()
+			}
 			r.pending.Add(-1)
 		}
 		mb.scheduled = false
