@@ -1,0 +1,90 @@
+package tool
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric/soft"
+	"github.com/cmrt/cmrt/id"
+)
+
+// Environment knobs of the software fabric, read by Fabric when the
+// software fabric is the one selected:
+//
+//	CMRT_SOFT_CRC=1          ask for MPA CRC32c
+//	CMRT_SOFT_P2P=write|read|write,read
+//	                         ask for MPA peer-to-peer mode with these RTRs
+//	CMRT_SOFT_HOLD=10ms      responder's hold of its first FPDU (-1s: none)
+const (
+	EnvSoftCRC  = "CMRT_SOFT_CRC"
+	EnvSoftP2P  = "CMRT_SOFT_P2P"
+	EnvSoftHold = "CMRT_SOFT_HOLD"
+)
+
+// Fabric returns the fabric the programs run on: the one $CMRT_FABRIC
+// names ("soft", the default, or "kernel"). When it is the software fabric
+// and a CMRT_SOFT_* variable is set, it is a software fabric configured by
+// them. An unknown name is an error wrapping ENODEV.
+func Fabric() (id.Fabric, error) {
+	f, err := id.DefaultFabric()
+	if err != nil {
+		return nil, err
+	}
+	if f.Name() != "soft" {
+		return f, nil
+	}
+	var opts []soft.Option
+	if v := os.Getenv(EnvSoftCRC); v != "" && v != "0" {
+		opts = append(opts, soft.WithCRC(true))
+	}
+	if v := os.Getenv(EnvSoftP2P); v != "" {
+		var rtr soft.RTR
+		for _, t := range strings.Split(v, ",") {
+			switch strings.TrimSpace(t) {
+			case "write":
+				rtr |= soft.RTRWrite
+			case "read":
+				rtr |= soft.RTRRead
+			default:
+				return nil, fmt.Errorf("%s=%q: want write, read or write,read", EnvSoftP2P, v)
+			}
+		}
+		opts = append(opts, soft.WithP2P(rtr))
+	}
+	if v := os.Getenv(EnvSoftHold); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", EnvSoftHold, err)
+		}
+		opts = append(opts, soft.WithResponderHold(d))
+	}
+	if len(opts) == 0 {
+		return f, nil
+	}
+	return soft.New(opts...), nil
+}
+
+// NewChannel opens an event channel on f, as rdma_create_event_channel.
+func NewChannel(f id.Fabric) (*channel.Channel, error) {
+	return channel.New(channel.WithFabric(f))
+}
+
+// HasDataPath reports whether i's fabric creates QPs (the software fabric
+// does; the kernel fabric has no verbs layer and answers CreateQP with
+// ENOSYS).
+func HasDataPath(i *id.ID) bool {
+	_, ok := i.Endpoint().(id.QPCreator)
+	return ok
+}
+
+// IsTerminal reports whether w is a terminal.
+func IsTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	return isatty(int(f.Fd()))
+}

@@ -1,0 +1,105 @@
+package tool
+
+import (
+	"fmt"
+	"io"
+)
+
+// Option is one parsed command-line option.
+type Option struct {
+	Name byte
+	Arg  string
+}
+
+// Getopt parses args (without the program name) as getopt(3) does with
+// optstring spec ("s:b:m": a letter followed by ':' takes an argument):
+// options may be grouped ("-vV"), arguments attached ("-p7471") or separate
+// ("-p 7471"), and "--" or the first operand ends the options. It returns
+// the options and the remaining operands. On an unknown option or a missing
+// argument it returns an error whose text is glibc's ("invalid option --
+// 'x'"); PrintGetoptError prints it as getopt does.
+func Getopt(args []string, spec string) ([]Option, []string, error) {
+	takes := map[byte]bool{}
+	known := map[byte]bool{}
+	for k := 0; k < len(spec); k++ {
+		known[spec[k]] = true
+		if k+1 < len(spec) && spec[k+1] == ':' {
+			takes[spec[k]] = true
+			k++
+		}
+	}
+	var opts []Option
+	for k := 0; k < len(args); k++ {
+		a := args[k]
+		if a == "--" {
+			return opts, args[k+1:], nil
+		}
+		if len(a) < 2 || a[0] != '-' {
+			return opts, args[k:], nil
+		}
+		for j := 1; j < len(a); j++ {
+			c := a[j]
+			if !known[c] || c == ':' {
+				return opts, nil, fmt.Errorf("invalid option -- '%c'", c)
+			}
+			if !takes[c] {
+				opts = append(opts, Option{Name: c})
+				continue
+			}
+			switch {
+			case j+1 < len(a):
+				opts = append(opts, Option{Name: c, Arg: a[j+1:]})
+			case k+1 < len(args):
+				k++
+				opts = append(opts, Option{Name: c, Arg: args[k]})
+			default:
+				return opts, nil, fmt.Errorf("option requires an argument -- '%c'", c)
+			}
+			j = len(a) // the rest of a was the argument
+		}
+	}
+	return opts, nil, nil
+}
+
+// PrintGetoptError prints err as getopt(3) does: "prog: invalid option --
+// 'x'".
+func PrintGetoptError(w io.Writer, prog string, err error) {
+	fmt.Fprintf(w, "%s: %v\n", prog, err)
+}
+
+// Atoi converts s as atoi(3) does (strtol then a cast to int): leading
+// blanks and a sign, then decimal digits up to the first other character;
+// no digits give 0; out-of-range values saturate at the long range and are
+// then truncated to 32 bits, as in C on LP64 platforms.
+func Atoi(s string) int {
+	k := 0
+	for k < len(s) && (s[k] == ' ' || (s[k] >= '\t' && s[k] <= '\r')) {
+		k++
+	}
+	neg := false
+	if k < len(s) && (s[k] == '+' || s[k] == '-') {
+		neg = s[k] == '-'
+		k++
+	}
+	const limit = uint64(1) << 63
+	var v uint64
+	for ; k < len(s) && s[k] >= '0' && s[k] <= '9'; k++ {
+		if v > limit/10 {
+			v = limit
+			continue
+		}
+		if v = v*10 + uint64(s[k]-'0'); v > limit {
+			v = limit
+		}
+	}
+	var l int64
+	switch {
+	case neg:
+		l = int64(-v) // -limit is LONG_MIN
+	case v >= limit:
+		l = int64(limit - 1)
+	default:
+		l = int64(v)
+	}
+	return int(int32(l))
+}
