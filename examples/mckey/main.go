@@ -24,10 +24,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -35,6 +33,7 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/examples/internal/tool"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -69,16 +68,11 @@ var (
 
 const grhSize = 40
 
-func perror(what string, err error) { fmt.Fprintf(os.Stderr, "%s: %v\n", what, err) }
+// perror reports a failed call as perror(3) does, with cmrt's account.
+func perror(what string, err error) { tool.Perror(os.Stderr, what, err) }
 
 // errStatus is the status rdma-core returns for an error: -errno.
-func errStatus(err error) int {
-	var e syscall.Errno
-	if errors.As(err, &e) {
-		return -int(e)
-	}
-	return -1
-}
+func errStatus(err error) int { return tool.Status(err) }
 
 func createMessage(n *node) error {
 	if messageSize == 0 {
@@ -334,19 +328,9 @@ func run() int {
 	return ret
 }
 
-func lookup(host string) (netip.Addr, error) {
-	if a, err := netip.ParseAddr(host); err == nil {
-		return a.Unmap(), nil
-	}
-	addrs, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
-	if err != nil {
-		return netip.Addr{}, err
-	}
-	if len(addrs) == 0 {
-		return netip.Addr{}, fmt.Errorf("no address for %s", host)
-	}
-	return addrs[0].Unmap(), nil
-}
+// lookup resolves a host name or address (the first address, as
+// getaddrinfo gives them).
+func lookup(host string) (netip.Addr, error) { return tool.LookupHost(host) }
 
 func usage(name string) {
 	fmt.Printf("usage: %s\n", name)

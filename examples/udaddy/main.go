@@ -22,7 +22,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -30,6 +29,7 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/examples/internal/tool"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -66,15 +66,11 @@ var (
 
 const grhSize = 40
 
-func perror(what string, err error) { fmt.Fprintf(os.Stderr, "%s: %v\n", what, err) }
+// perror reports a failed call as perror(3) does, with cmrt's account.
+func perror(what string, err error) { tool.Perror(os.Stderr, what, err) }
 
 // errStatus is the status rdma-core returns for an error: -errno.
-func errStatus(err error) int {
-	if e, ok := errnoOf(err); ok {
-		return -e
-	}
-	return -1
-}
+func errStatus(err error) int { return tool.Status(err) }
 
 func createID(ctx any) (*id.ID, error) {
 	var opts []id.Option
@@ -386,14 +382,11 @@ func usage(name string) {
 // lookup resolves a host name or address (the first address, as
 // getaddrinfo gives them).
 func lookup(host string) (netip.Addr, error) {
-	if a, err := netip.ParseAddr(host); err == nil {
-		return a.Unmap(), nil
-	}
-	addrs, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", host)
-	if err != nil || len(addrs) == 0 {
+	a, err := tool.LookupHost(host)
+	if err != nil {
 		return netip.Addr{}, fmt.Errorf("getaddrinfo %s: %w", host, err)
 	}
-	return addrs[0].Unmap(), nil
+	return a, nil
 }
 
 func parseArgs(args []string) bool {
