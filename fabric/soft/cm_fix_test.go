@@ -2,6 +2,7 @@ package soft_test
 
 import (
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -73,4 +74,26 @@ func TestMigrateMovesMulticastEvents(t *testing.T) {
 		t.Fatalf("old channel kept %s", ev.Type)
 	}
 	_ = cm.LeaveMulticast(group)
+}
+
+// TestSelfConnectIsRefused: an id bound to the very address and port it
+// connects to makes TCP connect to itself (simultaneous open); with no
+// listener that is REJECTED -ECONNREFUSED, not a protocol error.
+func TestSelfConnectIsRefused(t *testing.T) {
+	ch := mkChan(t, nil)
+	cm := mkID(t, ch, nil, id.PSTCP)
+	defer cm.Destroy()
+	if err := cm.Bind(netip.AddrPortFrom(loopback, 0)); err != nil {
+		t.Fatal(err)
+	}
+	self := cm.LocalAddr()
+	routeTo(t, ch, cm, self)
+	if err := cm.Connect(nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := await(t, ch, id.EventRejected)
+	if ev.Status != -int(syscall.ECONNREFUSED) {
+		t.Fatalf("status %d, want -ECONNREFUSED", ev.Status)
+	}
+	_ = ev.Ack()
 }

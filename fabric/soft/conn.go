@@ -128,6 +128,13 @@ func (c *conn) onEvents(ev uint32) {
 
 // connected sends the MPA Request once TCP is up.
 func (c *conn) connected() {
+	if local := localAddr(c.fd); local.IsValid() && local == peerAddr(c.fd) {
+		// A TCP self-connect: the source port was the destination port and
+		// nothing listened there. Nobody can answer: the connection is
+		// refused, as Go's net package also treats it.
+		c.failConnect(syscall.ECONNREFUSED)
+		return
+	}
 	_ = unix.SetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
 	f := iwarp.MPAFrame{
 		Rev: iwarp.MPARev2, Enhanced: true, CRC: c.f.opts.crc,
