@@ -56,7 +56,9 @@ func await(t testing.TB, ch *channel.Channel, want id.EventType) *id.Event {
 			t.Fatalf("GetEvent: %v (want %s)", r.err, want)
 		}
 		if r.ev.Type != want {
-			t.Fatalf("got %s status %d, want %s", r.ev.Type, r.ev.Status, want)
+			got, status := r.ev.Type, r.ev.Status
+			_ = r.ev.Ack() // so the test's deferred Destroy calls do not wait for it
+			t.Fatalf("got %s status %d, want %s", got, status, want)
 		}
 		return r.ev
 	case <-time.After(5 * time.Second):
