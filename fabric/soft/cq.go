@@ -15,11 +15,12 @@ import (
 // reactor can multiplex it without the req_notify dance of verbs). It grows
 // instead of overflowing.
 //
-// The eventfd is kept in step with the queue only once Fd has been called:
-// callers that wait with Wait (GetSendComp, GetRecvComp) never look at it,
-// and skipping its two syscalls per completion halves a ping-pong's cost.
+// The eventfd exists, and is kept in step with the queue, only once Fd has
+// been called: callers that wait with Wait (GetSendComp, GetRecvComp) never
+// look at it, which saves two syscalls per completion and two descriptors
+// per QP.
 type cq struct {
-	efd    *poll.EventFD
+	efd    *poll.EventFD // nil until Fd
 	signal chan struct{}
 	done   chan struct{}
 	armed  bool // Fd was called: keep efd readable exactly while n > 0 (under mu)
@@ -32,20 +33,24 @@ type cq struct {
 }
 
 func newCQ() (*cq, error) {
-	efd, err := poll.NewEventFD()
-	if err != nil {
-		return nil, err
-	}
-	return &cq{efd: efd, signal: make(chan struct{}, 1), done: make(chan struct{}), wcs: make([]id.WC, 16)}, nil
+	return &cq{signal: make(chan struct{}, 1), done: make(chan struct{}), wcs: make([]id.WC, 16)}, nil
 }
 
 // Fd implements id.CQ. From the first call on, the descriptor is readable
-// exactly while completions are queued.
+// exactly while completions are queued. It is -1 if the queue is destroyed
+// or no eventfd could be opened.
 func (c *cq) Fd() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.armed && !c.closed {
-		c.armed = true
+	if c.closed {
+		return -1
+	}
+	if !c.armed {
+		efd, err := poll.NewEventFD()
+		if err != nil {
+			return -1
+		}
+		c.efd, c.armed = efd, true
 		if c.n > 0 {
 			_ = c.efd.Add(1)
 		}
@@ -133,7 +138,10 @@ func (c *cq) close() {
 	}
 	c.closed = true
 	c.n = 0
+	efd := c.efd
 	c.mu.Unlock()
 	close(c.done)
-	_ = c.efd.Close()
+	if efd != nil {
+		_ = efd.Close()
+	}
 }

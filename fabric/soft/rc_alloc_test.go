@@ -36,7 +36,7 @@ func TestIDPostDoesNotAllocate(t *testing.T) {
 			t.Fatalf("send %+v %v", wc, err)
 		}
 	})
-	if allocs > 0 {
+	if allocs > 0 && !raceEnabled {
 		t.Fatalf("%.1f allocations per post/complete round", allocs)
 	}
 	_ = p.cli.id.Disconnect()
