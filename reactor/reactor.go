@@ -69,9 +69,9 @@ type Reactor struct {
 	taskMu sync.Mutex
 	tasks  []func()
 
-	regMu  sync.Mutex         // guards byCh, byCQ and nextKk (callers' side)
-	byCh   map[Channel]uint64 // channel -> registration key
-	byCQ   map[id.CQ]uint64   // completion queue -> registration key
+	regMu  sync.Mutex                // guards byCh, byCQ and nextKk (callers' side)
+	byCh   map[Channel]*registration // registered channels
+	byCQ   map[id.CQ]*registration   // registered completion queues
 	nextKk uint64
 
 	// loop-owned
@@ -143,7 +143,7 @@ func New(opts ...Option) (*Reactor, error) {
 	}
 	r := &Reactor{
 		opts: o, log: o.Logger, poller: p, waker: w, done: make(chan struct{}),
-		byCh: make(map[Channel]uint64), byCQ: make(map[id.CQ]uint64), regs: make(map[uint64]*registration),
+		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration), regs: make(map[uint64]*registration),
 		mboxes: make(map[any]*mailbox),
 	}
 	r.mbCond.L = &r.mbMu
@@ -230,7 +230,7 @@ func (r *Reactor) Register(ch Channel, h id.Handler) error {
 		r.regMu.Unlock()
 		return err
 	}
-	r.byCh[ch] = reg.key
+	r.byCh[ch] = reg
 	r.regMu.Unlock()
 	r.call(func() {
 		r.regs[reg.key] = reg
@@ -241,11 +241,12 @@ func (r *Reactor) Register(ch Channel, h id.Handler) error {
 	return nil
 }
 
-// Unregister stops reading a channel. Events already taken from it are
-// still handled. It may be called from a handler.
+// Unregister stops reading a channel: once it returns, the reactor takes no
+// further event from the channel (events already taken are still handled).
+// It may be called from a handler.
 func (r *Reactor) Unregister(ch Channel) error {
 	r.regMu.Lock()
-	key, ok := r.byCh[ch]
+	reg, ok := r.byCh[ch]
 	if ok {
 		delete(r.byCh, ch)
 	}
@@ -253,7 +254,10 @@ func (r *Reactor) Unregister(ch Channel) error {
 	if !ok {
 		return ErrNotRegistered
 	}
-	r.call(func() { r.forget(key) })
+	// Marked here, not only in the loop's task: an inline handler cannot
+	// wait for that task, and the loop checks the mark before every read.
+	reg.removed.Store(true)
+	r.call(func() { r.forget(reg.key) })
 	return nil
 }
 
@@ -279,7 +283,7 @@ func (r *Reactor) RegisterCQ(cq id.CQ, h CompletionHandler) error {
 		r.regMu.Unlock()
 		return err
 	}
-	r.byCQ[cq] = reg.key
+	r.byCQ[cq] = reg
 	r.regMu.Unlock()
 	r.call(func() {
 		r.regs[reg.key] = reg
@@ -294,7 +298,7 @@ func (r *Reactor) RegisterCQ(cq id.CQ, h CompletionHandler) error {
 // are still handled.
 func (r *Reactor) UnregisterCQ(cq id.CQ) error {
 	r.regMu.Lock()
-	key, ok := r.byCQ[cq]
+	reg, ok := r.byCQ[cq]
 	if ok {
 		delete(r.byCQ, cq)
 	}
@@ -302,7 +306,8 @@ func (r *Reactor) UnregisterCQ(cq id.CQ) error {
 	if !ok {
 		return ErrNotRegistered
 	}
-	r.call(func() { r.forget(key) })
+	reg.removed.Store(true)
+	r.call(func() { r.forget(reg.key) })
 	return nil
 }
 
@@ -404,6 +409,9 @@ func (r *Reactor) drain(reg *registration) {
 // drainCQ polls up to Batch completions from a readable completion queue
 // and dispatches them.
 func (r *Reactor) drainCQ(reg *registration) {
+	if reg.removed.Load() {
+		return
+	}
 	room := int64(r.opts.MaxPending) - r.pending.Load()
 	if room <= 0 {
 		r.pause()
@@ -660,8 +668,8 @@ func (r *Reactor) Close(ctx context.Context) error {
 	_ = r.poller.Close()
 	_ = r.waker.Close()
 	r.regMu.Lock()
-	r.byCh = make(map[Channel]uint64)
-	r.byCQ = make(map[id.CQ]uint64)
+	r.byCh = make(map[Channel]*registration)
+	r.byCQ = make(map[id.CQ]*registration)
 	r.regMu.Unlock()
 	return err
 }

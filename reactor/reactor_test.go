@@ -206,8 +206,9 @@ func TestDestroyAndUnregisterFromHandler(t *testing.T) {
 			}
 			return nil
 		}))
-		ep(fx.ids[0]).Inject(id.EventUser, 1, nil)
-		ep(fx.ids[0]).Inject(id.EventUser, 2, nil) // dropped by Destroy or skipped
+		e0 := ep(fx.ids[0]) // before the first handler can destroy the id
+		e0.Inject(id.EventUser, 1, nil)
+		e0.Inject(id.EventUser, 2, nil) // dropped by Destroy or skipped
 		waitFor(t, "destroy from handler", func() bool { return fx.ids[0].State() == id.StateDestroyed })
 		waitFor(t, "unregister", func() bool { return fx.r.Stats().Channels == 0 })
 		// The channel is no longer read: a new event stays queued.
