@@ -35,6 +35,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/examples/internal/tool"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -748,8 +749,30 @@ func (c *cb) runClient() int {
 		c.o.eprintf("rping client failed: %d\n", ret)
 	}
 	_ = c.cmID.Disconnect()
+	c.awaitDisconnect(2 * time.Second)
 	c.joinCQThread()
 	return ret
+}
+
+// awaitDisconnect waits, at most d, until the CM thread has handled the
+// id's DISCONNECTED, so that its message is printed before the client
+// ends (rping's C client does not wait, and prints it only sometimes).
+func (c *cb) awaitDisconnect(d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		switch testState(c.state.Load()) {
+		case stDisconnected, stError:
+			return
+		}
+		select {
+		case <-c.sem:
+		case <-t.C:
+			return
+		case <-c.ctx.Done():
+			return
+		}
+	}
 }
 
 // getAddr resolves a host name or address, as rping's get_addr.
@@ -799,22 +822,22 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	server := -1
 	port := 7174
 	c.sin = netip.AddrPortFrom(netip.IPv4Unspecified(), 0)
-	opts, _, err := getopt(args, "a:I:Pp:C:S:t:scvVdq")
+	opts, _, err := tool.Getopt(args, "a:I:Pp:C:S:t:scvVdq")
 	ret := 0
 	if err != nil {
 		usage(o)
 		return int(syscall.EINVAL)
 	}
 	for _, op := range opts {
-		switch op.name {
+		switch op.Name {
 		case 'a':
-			a, ok := getAddr(o, op.arg)
+			a, ok := getAddr(o, op.Arg)
 			if !ok {
 				ret = -1
 			}
 			c.sin = netip.AddrPortFrom(a, 0)
 		case 'I':
-			a, ok := getAddr(o, op.arg)
+			a, ok := getAddr(o, op.Arg)
 			if !ok {
 				ret = -1
 			}
@@ -822,7 +845,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		case 'P':
 			c.persistent = true
 		case 'p':
-			port, _ = strconv.Atoi(op.arg)
+			port, _ = strconv.Atoi(op.Arg)
 			o.debugf("port %d\n", port)
 		case 's':
 			server = 1
@@ -831,7 +854,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			server = 0
 			o.debugf("client\n")
 		case 'S':
-			c.size, _ = strconv.Atoi(op.arg)
+			c.size, _ = strconv.Atoi(op.Arg)
 			if c.size < rpingMinBufSize || c.size > rpingBufSize-1 {
 				o.eprintf("Invalid size %d (valid range is %d to %d)\n", c.size, rpingMinBufSize, rpingBufSize)
 				ret = int(syscall.EINVAL)
@@ -839,7 +862,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 				o.debugf("size %d\n", c.size)
 			}
 		case 'C':
-			c.count, _ = strconv.Atoi(op.arg)
+			c.count, _ = strconv.Atoi(op.Arg)
 			if c.count < 0 {
 				o.eprintf("Invalid count %d\n", c.count)
 				ret = int(syscall.EINVAL)
@@ -870,12 +893,12 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	c.server = server == 1
 	c.sin = netip.AddrPortFrom(c.sin.Addr(), uint16(port))
 
-	fab, err := fabricFromEnv()
+	fab, err := tool.Fabric()
 	if err != nil {
 		o.eprintf("rping: %v\n", err)
 		return 1
 	}
-	if c.ch, err = newChannel(fab); err != nil {
+	if c.ch, err = tool.NewChannel(fab); err != nil {
 		o.perror("rdma_create_event_channel", err)
 		return int(errnoOf(err))
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/cmrt/cmrt/examples/internal/tool"
 	"net"
 	"strconv"
 	"strings"
@@ -93,8 +94,8 @@ func TestPing(t *testing.T) {
 		size  int
 	}{
 		{name: "default", count: 3, size: 64},
-		{name: "large-crc", count: 5, size: 65535, env: map[string]string{envCRC: "1"}},
-		{name: "min-p2p", count: 2, size: rpingMinBufSize, env: map[string]string{envP2P: "read"}},
+		{name: "large-crc", count: 5, size: 65535, env: map[string]string{tool.EnvSoftCRC: "1"}},
+		{name: "min-p2p", count: 2, size: rpingMinBufSize, env: map[string]string{tool.EnvSoftP2P: "read"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for k, v := range tc.env {

@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/examples/internal/tool"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -122,20 +123,20 @@ func strtoul8(s string) uint8 {
 // returns the exit status.
 func run(args []string, stdout, stderr io.Writer) int {
 	t := &test{out: stdout, errw: stderr, ps: id.PSTCP, connections: 1, messageCount: 10, messageSize: 100, port: "7471"}
-	opts, _, err := getopt(args, "s:b:f:P:c:C:S:t:p:ma:")
+	opts, _, err := tool.Getopt(args, "s:b:f:P:c:C:S:t:p:ma:")
 	if err != nil {
 		fmt.Fprintf(stdout, "ucmatose: %v\n", err)
 		usage(stdout)
 		return 1
 	}
 	for _, o := range opts {
-		switch o.name {
+		switch o.Name {
 		case 's':
-			t.dst = o.arg
+			t.dst = o.Arg
 		case 'b':
-			t.src = o.arg
+			t.src = o.Arg
 		case 'f':
-			switch a := strings.ToLower(o.arg); {
+			switch a := strings.ToLower(o.Arg); {
 			case strings.HasPrefix(a, "ipv6"):
 				t.family = "ipv6"
 			case strings.HasPrefix(a, "ip"):
@@ -147,26 +148,26 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintln(stderr, "Warning: unknown address format")
 			}
 		case 'P':
-			switch a := strings.ToLower(o.arg); {
+			switch a := strings.ToLower(o.Arg); {
 			case strings.HasPrefix(a, "ib"):
 				t.ps = id.PSIB
 			case !strings.HasPrefix(a, "tcp"):
 				fmt.Fprintln(stderr, "Warning: unknown port space format")
 			}
 		case 'c':
-			t.connections = atoi(o.arg)
+			t.connections = atoi(o.Arg)
 		case 'C':
-			t.messageCount = atoi(o.arg)
+			t.messageCount = atoi(o.Arg)
 		case 'S':
-			t.messageSize = atoi(o.arg)
+			t.messageSize = atoi(o.Arg)
 		case 't':
-			t.setTOS, t.tos = true, strtoul8(o.arg)
+			t.setTOS, t.tos = true, strtoul8(o.Arg)
 		case 'p':
-			t.port = o.arg
+			t.port = o.Arg
 		case 'm':
 			t.migrate = true
 		case 'a':
-			t.setAck, t.ackTimeout = true, strtoul8(o.arg)
+			t.setAck, t.ackTimeout = true, strtoul8(o.Arg)
 		}
 	}
 	if t.connections < 1 {
@@ -174,11 +175,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	t.connectsLeft = t.connections
 
-	if t.fab, err = fabricFromEnv(); err != nil {
+	if t.fab, err = tool.Fabric(); err != nil {
 		fmt.Fprintf(stdout, "ucmatose: %v\n", err)
 		return 1
 	}
-	if t.ch, err = newChannel(t.fab); err != nil {
+	if t.ch, err = tool.NewChannel(t.fab); err != nil {
 		fmt.Fprintf(stdout, "failed to create event channel: %v\n", err)
 		return 1
 	}
@@ -486,7 +487,7 @@ func (t *test) pollCQs(recv bool) int {
 
 func (t *test) migrateChannel(listen *id.ID) int {
 	t.printf("migrating to new event channel\n")
-	ch, err := newChannel(t.fab)
+	ch, err := tool.NewChannel(t.fab)
 	if err != nil {
 		t.perror("cmatose: failed to create event channel", err)
 		return -1

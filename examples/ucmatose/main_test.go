@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"github.com/cmrt/cmrt/examples/internal/tool"
 	"net"
 	"strconv"
 	"strings"
@@ -103,8 +104,8 @@ func TestServerClient(t *testing.T) {
 	}{
 		{name: "default"},
 		{name: "4x50x70000-migrate", args: []string{"-c", "4", "-C", "50", "-S", "70000", "-m"}},
-		{name: "crc-p2p-write", env: map[string]string{envCRC: "1", envP2P: "write"}},
-		{name: "p2p-read-ib", env: map[string]string{envP2P: "read"}, args: []string{"-P", "ib", "-t", "0x10", "-a", "14"}},
+		{name: "crc-p2p-write", env: map[string]string{tool.EnvSoftCRC: "1", tool.EnvSoftP2P: "write"}},
+		{name: "p2p-read-ib", env: map[string]string{tool.EnvSoftP2P: "read"}, args: []string{"-P", "ib", "-t", "0x10", "-a", "14"}},
 		{name: "no-messages", args: []string{"-C", "0"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -159,15 +160,4 @@ func TestErrors(t *testing.T) {
 		}
 	})
 	checkLeaks(t)
-}
-
-func TestGetopt(t *testing.T) {
-	opts, rest, err := getopt([]string{"-ms", "1.2.3.4", "-p7471", "-C", "5", "--", "x"}, "s:b:f:P:c:C:S:t:p:ma:")
-	if err != nil || len(opts) != 4 || opts[0].name != 'm' || opts[1].arg != "1.2.3.4" || opts[2].arg != "7471" ||
-		opts[3].arg != "5" || len(rest) != 1 {
-		t.Fatalf("%+v %v %v", opts, rest, err)
-	}
-	if _, _, err := getopt([]string{"-p"}, "p:"); err == nil {
-		t.Fatal("missing argument accepted")
-	}
 }
