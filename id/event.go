@@ -13,10 +13,10 @@ import (
 // channel (channel.Channel.GetEvent), from a reactor's handlers, or, on a
 // synchronous id, through ID.Event.
 //
-// An event and the slices it holds are owned by the runtime and recycled
-// when the event is acknowledged: do not use it, or its PrivateData, after
-// Ack (copy what you keep). Events of synchronous ids are acknowledged by the
-// id's next CM call, never by the user.
+// An event is owned by the runtime and recycled when it is acknowledged:
+// do not use it after Ack. Its private data is a slice of its own, never
+// shared with another event or id, so it may be kept. Events of synchronous
+// ids are acknowledged by the id's next CM call, never by the user.
 type Event struct {
 	// ID is the id the event is for; for CONNECT_REQUEST, the new id.
 	ID *ID

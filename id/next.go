@@ -98,17 +98,13 @@ func deliver(ev *Event) bool {
 		ev.JoinContext, ev.Group = ev.mc.context, raw.Group
 	case id.qpType == UD:
 		ev.UD.QPNum, ev.UD.QKey, ev.UD.AH = raw.QPNum, raw.QKey, raw.AH
-		if raw.PrivateDataLen > 0 {
-			ev.UD.PrivateData = raw.PrivateData[:raw.PrivateDataLen:raw.PrivateDataLen]
-		}
+		ev.UD.PrivateData = ownPrivateData(raw)
 	default:
 		c := &ev.Conn
 		c.ResponderResources, c.InitiatorDepth = raw.ResponderResources, raw.InitiatorDepth
 		c.FlowControl, c.RetryCount, c.RNRRetryCount, c.SRQ = raw.FlowControl, raw.RetryCount, raw.RNRRetryCount, raw.SRQ
 		c.QPNum = raw.QPNum
-		if raw.PrivateDataLen > 0 {
-			c.PrivateData = raw.PrivateData[:raw.PrivateDataLen:raw.PrivateDataLen]
-		}
+		c.PrivateData = ownPrivateData(raw)
 	}
 
 	id.mu.Lock()
@@ -146,4 +142,15 @@ func (i *ID) makeSync() bool {
 	i.src, i.sync = src, true
 	i.mu.Unlock()
 	return true
+}
+
+// ownPrivateData copies an event's private data into memory of its own.
+// Events are recycled, so a slice of the event's buffer would let a program
+// that keeps (or writes through) it after Ack see or corrupt another id's
+// private data; the copy costs one allocation, on set-up events only.
+func ownPrivateData(raw *RawEvent) []byte {
+	if raw.PrivateDataLen == 0 {
+		return nil
+	}
+	return append([]byte(nil), raw.PrivateData[:raw.PrivateDataLen]...)
 }
