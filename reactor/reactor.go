@@ -518,6 +518,7 @@ func (r *Reactor) enqueue(key any, it item) {
 func (r *Reactor) worker() {
 	defer r.workers.Done()
 	g := goid.ID()
+	wc := new(id.WC) // handed to completion handlers: one per worker, not per item
 	r.mbMu.Lock()
 	for {
 		for len(r.runq) == 0 && !r.stopping {
@@ -542,7 +543,8 @@ func (r *Reactor) worker() {
 			}
 			r.mbMu.Unlock()
 			if it.reg != nil {
-				r.handleWC(it.reg, &it.wc)
+				*wc = it.wc
+				r.handleWC(it.reg, wc)
 			} else {
 				r.handle(it.ev, it.h, g)
 			}
@@ -622,7 +624,8 @@ func (r *Reactor) Stats() Stats {
 // open and keep their queued events), waits until the events already taken
 // have been handled and running handlers returned, then releases the worker
 // pool and the loop's descriptors. If ctx ends first, Close returns its
-// error; events still pending are then acknowledged without their handlers.
+// error; events still pending are then acknowledged without their handlers
+// (connection requests among them are rejected).
 // Closing twice is a no-op; Close must not be called from a handler.
 func (r *Reactor) Close(ctx context.Context) error {
 	r.closeMu.Lock()
@@ -675,14 +678,21 @@ func (r *Reactor) Close(ctx context.Context) error {
 }
 
 // abandon acknowledges the events no worker has started, without their
-// handlers, when Close gives up waiting.
+// handlers, when Close gives up waiting; connection requests among them
+// are rejected and their new ids destroyed.
 func (r *Reactor) abandon() {
 	r.mbMu.Lock()
 	defer r.mbMu.Unlock()
 	for _, mb := range r.runq {
 		for it, ok := mb.pop(); ok; it, ok = mb.pop() {
-			if it.ev != nil {
-				_ = it.ev.Ack()
+			if ev := it.ev; ev != nil {
+				if ev.Type == id.EventConnectRequest {
+					// The user never saw this request: reject it and
+					// destroy its id, as a destroyed listener's are.
+					_ = ev.ID.Reject(nil)
+					_ = ev.ID.Destroy()
+				}
+				_ = ev.Ack()
 			}
 			r.pending.Add(-1)
 		}
