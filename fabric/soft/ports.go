@@ -180,7 +180,13 @@ func bindSocket(tr transport, addr netip.AddrPort, afonly bool) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	// SO_REUSEADDR, as siw sets it, but only after choosing an ephemeral
+	// port: with it set, bind(port 0) searches a half of the range and
+	// skips every TIME_WAIT socket there, which after many connections
+	// takes milliseconds per bind and ends in EADDRNOTAVAIL.
+	if addr.Port() != 0 {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
+	}
 	if fam == unix.AF_INET6 {
 		v := 0
 		if afonly {
@@ -191,6 +197,9 @@ func bindSocket(tr transport, addr netip.AddrPort, afonly bool) (int, error) {
 	if err := unix.Bind(fd, sockaddr(addr)); err != nil {
 		_ = unix.Close(fd)
 		return -1, fmt.Errorf("soft: bind %s: %w", addr, os.NewSyscallError("bind", err))
+	}
+	if addr.Port() == 0 {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	}
 	return fd, nil
 }
