@@ -429,6 +429,7 @@ func (c *conn) onTimeout() {
 	case csConnecting, csReqSent:
 		c.failConnect(syscall.ETIMEDOUT)
 	default:
+		c.f.log.Debug().Int("fd", c.fd).Uint8("state", uint8(c.state)).Msg("soft: connection timed out, closing")
 		c.closeNow()
 	}
 }

@@ -33,6 +33,7 @@ type endpoint struct {
 	conn          *conn
 	lis           *listener
 	discReported  bool
+	removed       bool // DEVICE_REMOVAL reported: nothing more is (netmon.go)
 	opt           epOptions
 	ud            udState // UD ids: SIDR socket, QP, groups (ud_endpoint.go)
 }
@@ -64,7 +65,7 @@ func (ep *endpoint) emit(r *id.RawEvent) bool {
 }
 
 func (ep *endpoint) emitLocked(r *id.RawEvent) bool {
-	if ep.destroyed || ep.uid == 0 {
+	if ep.destroyed || ep.uid == 0 || ep.removed {
 		return false
 	}
 	r.UID = ep.uid
@@ -166,6 +167,7 @@ func (ep *endpoint) bindLocked(addr netip.AddrPort) error {
 		setTOS(b.fd, ep.opt.tos)
 	}
 	ep.bind, ep.dev, ep.local = b, dev, b.addr
+	ep.f.mon.track(ep)
 	return nil
 }
 
@@ -476,6 +478,7 @@ func (ep *endpoint) newChild(c *conn, local, remote netip.AddrPort) (*endpoint, 
 	if !src.adopt(child) {
 		return nil, einval("channel closed")
 	}
+	ep.f.mon.track(child)
 	return child, nil
 }
 
@@ -486,6 +489,7 @@ func (ep *endpoint) destroyLocal() {
 	src := ep.src
 	ep.mu.Unlock()
 	src.forget(ep)
+	ep.f.mon.untrack(ep)
 }
 
 // Destroy implements id.Endpoint: queued events are dropped (requests queued
@@ -521,5 +525,6 @@ func (ep *endpoint) Destroy() error {
 		ep.destroyUD()
 	}
 	ep.f.ports.remove(b)
+	ep.f.mon.untrack(ep)
 	return nil
 }

@@ -18,6 +18,7 @@ type Fabric struct {
 	eng   engine
 	ports portTable
 	devs  deviceTable
+	mon   netmon // ADDR_CHANGE and DEVICE_REMOVAL (netmon.go)
 }
 
 type options struct {
@@ -77,6 +78,7 @@ func New(opts ...Option) *Fabric {
 		opt(&o)
 	}
 	f := &Fabric{opts: o, log: o.log}
+	f.mon.f = f
 	f.eng.log = o.log
 	if o.netdevs != nil {
 		f.devs.filter = make(map[string]bool)

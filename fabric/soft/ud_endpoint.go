@@ -81,6 +81,7 @@ func (ep *endpoint) newUDChild(s *udSock, key sidrKey, local, remote netip.AddrP
 	if !src.adopt(child) {
 		return nil, einval("channel closed")
 	}
+	ep.f.mon.track(child)
 	return child, nil
 }
 
@@ -93,6 +94,7 @@ func (ep *endpoint) forgetUDChild() {
 	src := ep.src
 	ep.mu.Unlock()
 	src.forget(ep)
+	ep.f.mon.untrack(ep)
 }
 
 // answerUD sends the REP of a request: through the listener's socket while
