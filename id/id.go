@@ -41,6 +41,7 @@ type ID struct {
 	mcs       map[netip.Addr]*multicast
 	qp        QP
 	finalized bool
+	chNum     uint64 // src's channel number, stamped on journal records
 
 	destroyed atomic.Bool
 	reported  atomic.Uint64 // events delivered with this id as owner
@@ -122,6 +123,7 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 		return nil, wrap("create_id", err)
 	}
 	i.ep = ep
+	i.chNum = sourceNumber(i.src)
 	i.record(CallCreate, nil)
 	return i, nil
 }
@@ -129,7 +131,7 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 // record journals a call and its outcome. It must be called with i.mu held
 // or before the id is shared.
 func (i *ID) record(c Call, err error) {
-	r := Record{ID: i.uid, Parent: i.parent, Kind: KindCall, QPType: i.qpType, Call: c, State: i.state}
+	r := Record{ID: i.uid, Parent: i.parent, Channel: i.chNum, Kind: KindCall, QPType: i.qpType, Call: c, State: i.state}
 	if err != nil {
 		r.Status = int32(errnoOf(err))
 	}

@@ -5,9 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"reflect"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+	"weak"
 
 	"github.com/rs/zerolog"
 )
@@ -39,7 +44,8 @@ func (k RecordKind) String() string {
 }
 
 // Record is one journal entry: a call made on an id or an event reported
-// for it, with the id's state afterwards.
+// for it, with the id's state afterwards. The package documentation
+// describes the schema and its JSON form.
 type Record struct {
 	// Seq numbers records of one journal from 1, in the order they happened.
 	Seq uint64
@@ -48,8 +54,12 @@ type Record struct {
 	// ID is the id's handle (ID.Handle).
 	ID uint64
 	// Parent is, for the CONNECT_REQUEST that created an id, the listener's
-	// handle; otherwise 0.
+	// handle; on later calls of that id too; otherwise 0.
 	Parent uint64
+	// Channel is the number of the event channel the id reports to when the
+	// record is made (ChannelNumber; a synchronous id's private channel has
+	// one too). Only a successful migrate changes it.
+	Channel uint64
 	// Kind says whether this is a call or an event.
 	Kind RecordKind
 	// QPType is the id's QP type.
@@ -63,6 +73,37 @@ type Record struct {
 	// State is the id's state after the record.
 	State State
 }
+
+// String formats the record on one line, for test failures and logs.
+func (r *Record) String() string {
+	var what string
+	switch r.Kind {
+	case KindCall:
+		what = r.Call.String()
+	case KindEvent:
+		what = r.Event.String()
+		if r.Event == EventUser {
+			what = "USER"
+		}
+	default:
+		what = r.Kind.String()
+	}
+	s := fmt.Sprintf("#%d id %d ch %d %s %s %s status %d -> %s", r.Seq, r.ID, r.Channel, r.QPType, r.Kind, what, r.Status, r.State)
+	if r.Parent != 0 {
+		s += fmt.Sprintf(" (parent %d)", r.Parent)
+	}
+	return s
+}
+
+// Filter selects records: see Journal.Select and Journal.ObserveFilter.
+type Filter func(*Record) bool
+
+// ByID selects the records of the id with this handle.
+func ByID(handle uint64) Filter { return func(r *Record) bool { return r.ID == handle } }
+
+// ByChannel selects the records made while their id reported to the
+// channel with this number (ChannelNumber, ID.ChannelNumber).
+func ByChannel(n uint64) Filter { return func(r *Record) bool { return r.Channel == n } }
 
 // Journal records calls and events. It keeps the most recent records in a
 // ring, calls observers synchronously for each new record, and writes
@@ -111,7 +152,9 @@ func (j *Journal) add(r Record) uint64 {
 
 // Observe calls fn synchronously, from the goroutine that made the record,
 // for every new record until the returned stop function is called. fn must
-// not block.
+// not block and must not call methods of ids: it runs with the id's lock
+// held. Records of different ids may reach fn out of sequence order (sort
+// by Seq); those of one id arrive in order.
 func (j *Journal) Observe(fn func(Record)) (stop func()) {
 	o := &observer{fn: fn}
 	j.obsMu.Lock()
@@ -139,11 +182,39 @@ func (j *Journal) Observe(fn func(Record)) (stop func()) {
 	}
 }
 
+// ObserveFilter is Observe for the records f selects, e.g.
+// j.ObserveFilter(id.ByID(cm.Handle()), fn).
+func (j *Journal) ObserveFilter(f Filter, fn func(Record)) (stop func()) {
+	return j.Observe(func(r Record) {
+		if f(&r) {
+			fn(r)
+		}
+	})
+}
+
+// ObserveJSON writes every new record as a JSON line (the WriteJSON form)
+// to w, through zerolog, until stop is called. Writes are serialized; w
+// should be fast (a file, a buffer), as it is written to with the id's
+// lock held.
+func (j *Journal) ObserveJSON(w io.Writer) (stop func()) {
+	var mu sync.Mutex
+	log := zerolog.New(w)
+	return j.Observe(func(r Record) {
+		mu.Lock()
+		r.log(log.Log())
+		mu.Unlock()
+	})
+}
+
 // Len returns how many records were ever added.
 func (j *Journal) Len() uint64 { return j.seq.Load() }
 
 // Records returns the records still in the ring, oldest first.
-func (j *Journal) Records() []Record {
+func (j *Journal) Records() []Record { return j.Select(nil) }
+
+// Select returns the records still in the ring that f selects (all of
+// them for a nil f), oldest first.
+func (j *Journal) Select(f Filter) []Record {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	n := j.seq.Load()
@@ -154,18 +225,33 @@ func (j *Journal) Records() []Record {
 	}
 	out := make([]Record, 0, n-start)
 	for s := start; s < n; s++ {
-		out = append(out, j.ring[s%size])
+		r := &j.ring[s%size]
+		if f == nil || f(r) {
+			out = append(out, *r)
+		}
 	}
 	return out
 }
 
+// RecordsOf returns the records of the id with this handle still in the
+// ring (j.RecordsOf(cm.Handle())), oldest first.
+func (j *Journal) RecordsOf(handle uint64) []Record { return j.Select(ByID(handle)) }
+
+// RecordsOfChannel returns the records still in the ring that were made
+// while their id reported to the channel numbered n, oldest first.
+func (j *Journal) RecordsOfChannel(n uint64) []Record { return j.Select(ByChannel(n)) }
+
 // WriteJSON writes the records still in the ring as JSON lines through
 // zerolog, one object per record.
-func (j *Journal) WriteJSON(w io.Writer) error {
+func (j *Journal) WriteJSON(w io.Writer) error { return WriteRecordsJSON(w, j.Records()) }
+
+// WriteRecordsJSON writes records as WriteJSON does: for a selection
+// (Journal.Select) or what an observer collected.
+func WriteRecordsJSON(w io.Writer, records []Record) error {
 	bw := bufio.NewWriter(w)
 	log := zerolog.New(bw)
-	for _, r := range j.Records() {
-		r.log(log.Log())
+	for i := range records {
+		records[i].log(log.Log())
 	}
 	return bw.Flush()
 }
@@ -173,7 +259,7 @@ func (j *Journal) WriteJSON(w io.Writer) error {
 // log writes the record's fields to e and sends it.
 func (r *Record) log(e *zerolog.Event) {
 	e = e.Uint64("seq", r.Seq).Int64("time", r.Time).Uint64("id", r.ID).
-		Str("kind", r.Kind.String()).Str("qp", r.QPType.String())
+		Uint64("ch", r.Channel).Str("kind", r.Kind.String()).Str("qp", r.QPType.String())
 	if r.Parent != 0 {
 		e = e.Uint64("parent", r.Parent)
 	}
@@ -188,19 +274,20 @@ func (r *Record) log(e *zerolog.Event) {
 
 // jsonRecord is the JSON shape of a record, for ReadJSON.
 type jsonRecord struct {
-	Seq    uint64 `json:"seq"`
-	Time   int64  `json:"time"`
-	ID     uint64 `json:"id"`
-	Parent uint64 `json:"parent"`
-	Kind   string `json:"kind"`
-	QP     string `json:"qp"`
-	Call   string `json:"call"`
-	Type   int32  `json:"type"`
-	Status int32  `json:"status"`
-	State  string `json:"state"`
+	Seq     uint64 `json:"seq"`
+	Time    int64  `json:"time"`
+	ID      uint64 `json:"id"`
+	Channel uint64 `json:"ch"`
+	Parent  uint64 `json:"parent"`
+	Kind    string `json:"kind"`
+	QP      string `json:"qp"`
+	Call    string `json:"call"`
+	Type    int32  `json:"type"`
+	Status  int32  `json:"status"`
+	State   string `json:"state"`
 }
 
-// ReadJSON reads records written by WriteJSON.
+// ReadJSON reads records written by WriteJSON or ObserveJSON.
 func ReadJSON(r io.Reader) ([]Record, error) {
 	dec := json.NewDecoder(r)
 	var out []Record
@@ -211,7 +298,7 @@ func ReadJSON(r io.Reader) ([]Record, error) {
 		} else if err != nil {
 			return out, fmt.Errorf("cmrt: journal record %d: %w", len(out)+1, err)
 		}
-		rec := Record{Seq: jr.Seq, Time: jr.Time, ID: jr.ID, Parent: jr.Parent, Event: EventType(jr.Type), Status: jr.Status}
+		rec := Record{Seq: jr.Seq, Time: jr.Time, ID: jr.ID, Parent: jr.Parent, Channel: jr.Channel, Status: jr.Status}
 		switch jr.Kind {
 		case "call":
 			rec.Kind = KindCall
@@ -222,14 +309,19 @@ func ReadJSON(r io.Reader) ([]Record, error) {
 			rec.Call = Call(c)
 		case "event":
 			rec.Kind = KindEvent
+			rec.Event = EventType(jr.Type)
 		case "cancel":
 			rec.Kind = KindCancel
 		default:
 			return out, fmt.Errorf("cmrt: journal record %d: unknown kind %q", len(out)+1, jr.Kind)
 		}
-		rec.QPType = RC
-		if jr.QP == "UD" {
+		switch jr.QP {
+		case RC.String():
+			rec.QPType = RC
+		case UD.String():
 			rec.QPType = UD
+		default:
+			return out, fmt.Errorf("cmrt: journal record %d: unknown QP type %q", len(out)+1, jr.QP)
 		}
 		st, ok := parseName(stateNames[:], jr.State)
 		if !ok {
@@ -259,4 +351,334 @@ func Replay(records []Record) map[uint64]State {
 		states[r.ID] = Apply(states[r.ID], r)
 	}
 	return states
+}
+
+// DivergenceError is ReplayCheck's report of the first record whose stored
+// State differs from the fold of the records of its id before it.
+type DivergenceError struct {
+	// Record is the first diverging record.
+	Record Record
+	// Before is the fold of the id's records before it.
+	Before State
+	// Want is Apply(Before, &Record): the state the record should hold.
+	Want State
+}
+
+// Error implements the error interface.
+func (e *DivergenceError) Error() string {
+	return fmt.Sprintf("cmrt: journal diverges at %s: from %s the fold gives %s", e.Record.String(), e.Before, e.Want)
+}
+
+// ReplayCheck is Replay in check mode: it also verifies that every
+// record's stored State equals the fold, and returns the states reached
+// before the first divergence with a *DivergenceError for it. Records must
+// hold every id's whole history (see CheckJournal for partial journals and
+// the other rules of the model).
+func ReplayCheck(records []Record) (map[uint64]State, error) {
+	states := make(map[uint64]State)
+	for i := range records {
+		r := &records[i]
+		before := states[r.ID]
+		want := Apply(before, r)
+		if want != r.State {
+			return states, &DivergenceError{Record: *r, Before: before, Want: want}
+		}
+		states[r.ID] = want
+	}
+	return states, nil
+}
+
+// ViolationKind classifies what CheckJournal finds.
+type ViolationKind uint8
+
+// What CheckJournal checks.
+const (
+	// IllegalEvent: an event the model (EventAllowed) does not allow in the
+	// id's state, a CONNECT_REQUEST for a listener that is not listening, a
+	// multicast event of an id that never joined, or a second TIMEWAIT_EXIT.
+	IllegalEvent ViolationKind = iota + 1
+	// IllegalCall: a call succeeded although CallAllowed says it is not
+	// allowed in the id's state.
+	IllegalCall
+	// StateDiverged: a record's State differs from the fold of the id's
+	// records before it (Apply).
+	StateDiverged
+	// AfterDestroy: an event, a successful call, or a call failing with
+	// another errno than EINVAL, after the id's destroy.
+	AfterDestroy
+	// BadHistory: an id's first record is neither its create nor the
+	// CONNECT_REQUEST that made it, an id is created twice, or two records
+	// share a sequence number.
+	BadHistory
+	// ChannelChanged: an id's channel number changed without a successful
+	// migrate.
+	ChannelChanged
+)
+
+var violationNames = [...]string{"", "illegal event", "illegal call", "state diverged", "after destroy", "bad history", "channel changed"}
+
+// String names the kind.
+func (k ViolationKind) String() string {
+	if int(k) < len(violationNames) && k != 0 {
+		return violationNames[k]
+	}
+	return fmt.Sprintf("ViolationKind(%d)", uint8(k))
+}
+
+// Violation is one way a journal breaks the model.
+type Violation struct {
+	Kind ViolationKind
+	// Record is the offending record.
+	Record Record
+	// Before is the fold of the id's records before it.
+	Before State
+	// Msg says what is wrong, in words.
+	Msg string
+}
+
+// String formats the violation on one line.
+func (v *Violation) String() string {
+	return fmt.Sprintf("%s: %s (in %s): %s", v.Kind, v.Record.String(), v.Before, v.Msg)
+}
+
+// JournalError is CheckJournal's report: every violation, in sequence
+// order.
+type JournalError struct {
+	Violations []Violation
+}
+
+// Error implements the error interface: the first violations and a count.
+func (e *JournalError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cmrt: journal breaks the model in %d places", len(e.Violations))
+	for k := range e.Violations {
+		if k == 8 {
+			b.WriteString("\n\t...")
+			break
+		}
+		b.WriteString("\n\t")
+		b.WriteString(e.Violations[k].String())
+	}
+	return b.String()
+}
+
+// Without returns the violations of the other kinds than these, as a
+// *JournalError, or nil if none is left. Fuzzers that inject illegal events
+// on purpose use e.Without(IllegalEvent).
+func (e *JournalError) Without(kinds ...ViolationKind) error {
+	var left []Violation
+	for _, v := range e.Violations {
+		if !slices.Contains(kinds, v.Kind) {
+			left = append(left, v)
+		}
+	}
+	if len(left) == 0 {
+		return nil
+	}
+	return &JournalError{Violations: left}
+}
+
+// CheckJournal checks records (of one journal, in any order: they are
+// sorted by Seq) against the model and returns a *JournalError listing
+// every violation, or nil. Per id it folds the records (Apply) and flags:
+//
+//   - an event the model does not allow in the id's state (EventAllowed),
+//     a CONNECT_REQUEST whose listener is not listening, a multicast event
+//     before any successful join, a second TIMEWAIT_EXIT;
+//   - a call that succeeded although CallAllowed says no;
+//   - a record whose stored State differs from the fold;
+//   - anything but a call failing with EINVAL after the id's destroy;
+//   - a first record that is neither the id's create nor the
+//     CONNECT_REQUEST that made it, a second create, a repeated Seq;
+//   - a channel number that changes without a successful migrate.
+//
+// A journal whose ring dropped its oldest records (the first Seq is above
+// 1) may begin in the middle of an id's history: such an id is then taken
+// to be in the State its first record holds.
+func CheckJournal(records []Record) error {
+	if !slices.IsSortedFunc(records, cmpSeq) {
+		records = slices.Clone(records)
+		slices.SortStableFunc(records, cmpSeq)
+	}
+	truncated := len(records) > 0 && records[0].Seq > 1
+	type idState struct {
+		state    State
+		channel  uint64
+		joined   bool
+		timewait bool
+	}
+	ids := make(map[uint64]*idState)
+	var vs []Violation
+	flag := func(k ViolationKind, r *Record, before State, format string, args ...any) {
+		vs = append(vs, Violation{Kind: k, Record: *r, Before: before, Msg: fmt.Sprintf(format, args...)})
+	}
+	for i := range records {
+		r := &records[i]
+		if i > 0 && r.Seq == records[i-1].Seq {
+			flag(BadHistory, r, StateIdle, "sequence number %d repeated", r.Seq)
+		}
+		st := ids[r.ID]
+		born := (r.Kind == KindCall && r.Call == CallCreate && r.Status == 0) ||
+			(r.Kind == KindEvent && r.Event == EventConnectRequest && r.Parent != 0)
+		if st == nil {
+			st = &idState{channel: r.Channel}
+			ids[r.ID] = st
+			if born {
+				if r.Kind == KindEvent {
+					if l := ids[r.Parent]; l != nil && l.state != StateListen {
+						flag(IllegalEvent, r, l.state, "CONNECT_REQUEST for listener %d in state %s", r.Parent, l.state)
+					}
+				}
+				st.state = Apply(StateIdle, r)
+				if st.state != r.State {
+					flag(StateDiverged, r, StateIdle, "stored %s, fold %s", r.State, st.state)
+				}
+				continue
+			}
+			if truncated {
+				st.state = r.State // the id's history began before the ring's
+				continue
+			}
+			flag(BadHistory, r, StateIdle, "first record of id %d is neither its create nor its CONNECT_REQUEST", r.ID)
+		} else if born {
+			flag(BadHistory, r, st.state, "id %d created twice", r.ID)
+		}
+		before := st.state
+		switch r.Kind {
+		case KindCall:
+			switch {
+			case before == StateDestroyed:
+				if r.Status != int32(syscall.EINVAL) {
+					flag(AfterDestroy, r, before, "call %s after destroy (status %d)", r.Call, r.Status)
+				}
+			case r.Status != 0 || born:
+			case r.Call == CallGetRequest:
+				if before != StateListen {
+					flag(IllegalCall, r, before, "%s succeeded in state %s", r.Call, before)
+				}
+			default:
+				if _, ok := CallAllowed(before, r.Call, r.QPType); !ok {
+					flag(IllegalCall, r, before, "%s succeeded in state %s", r.Call, before)
+				}
+				if r.Call == CallJoin {
+					st.joined = true
+				}
+			}
+		case KindEvent:
+			switch {
+			case before == StateDestroyed:
+				flag(AfterDestroy, r, before, "%s after destroy", r.Event)
+			case !EventAllowed(before, r.Event, r.QPType):
+				flag(IllegalEvent, r, before, "%s not allowed for a %s id in state %s", r.Event, r.QPType, before)
+			case (r.Event == EventMulticastJoin || r.Event == EventMulticastError) && !st.joined:
+				flag(IllegalEvent, r, before, "%s for an id that never joined a group", r.Event)
+			case r.Event == EventTimewaitExit && st.timewait:
+				flag(IllegalEvent, r, before, "second TIMEWAIT_EXIT")
+			}
+			if r.Event == EventTimewaitExit {
+				st.timewait = true
+			}
+		case KindCancel:
+			if before == StateDestroyed {
+				flag(AfterDestroy, r, before, "cancel after destroy")
+			}
+		}
+		if r.Channel != st.channel && !(r.Kind == KindCall && r.Call == CallMigrate && r.Status == 0) {
+			flag(ChannelChanged, r, before, "channel %d, was %d, without a migrate", r.Channel, st.channel)
+		}
+		st.channel = r.Channel
+		st.state = Apply(before, r)
+		if st.state != r.State {
+			flag(StateDiverged, r, before, "stored %s, fold %s", r.State, st.state)
+			st.state = r.State // check what follows against what the id did
+		}
+	}
+	if len(vs) == 0 {
+		return nil
+	}
+	return &JournalError{Violations: vs}
+}
+
+func cmpSeq(a, b Record) int {
+	switch {
+	case a.Seq < b.Seq:
+		return -1
+	case a.Seq > b.Seq:
+		return 1
+	}
+	return 0
+}
+
+// Channel numbers: every event source an id reports to (a channel's, or a
+// synchronous id's private one) gets a process-unique number the first time
+// an id uses it, kept for the source's lifetime. Sources are held weakly,
+// so the table does not keep closed channels alive; dead entries are swept
+// as the table grows.
+var channelNumbers = struct {
+	sync.Mutex
+	weak   map[weak.Pointer[byte]]uint64
+	strong map[EventSource]uint64 // sources that are not pointers
+	next   uint64
+	sweep  int
+}{weak: make(map[weak.Pointer[byte]]uint64), strong: make(map[EventSource]uint64), sweep: 64}
+
+// ChannelNumber returns the number journal records carry for an event
+// channel (Record.Channel): stable for the channel's lifetime, unique in
+// the process, never 0. It returns 0 for a nil or closed channel.
+func ChannelNumber(ch Channel) uint64 {
+	if ch == nil {
+		return 0
+	}
+	src := ch.Source()
+	if src == nil {
+		return 0
+	}
+	return sourceNumber(src)
+}
+
+// ChannelNumber returns the number of the channel the id reports to (its
+// private channel's, for a synchronous id), as its journal records carry
+// it. It is kept after Destroy.
+func (i *ID) ChannelNumber() uint64 {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	return i.chNum
+}
+
+// sourceNumber returns src's channel number, assigning one on first use.
+func sourceNumber(src EventSource) uint64 {
+	if src == nil {
+		return 0
+	}
+	t := &channelNumbers
+	v := reflect.ValueOf(src)
+	t.Lock()
+	defer t.Unlock()
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		if !v.Comparable() {
+			return 0
+		}
+		n, ok := t.strong[src]
+		if !ok {
+			t.next++
+			n = t.next
+			t.strong[src] = n
+		}
+		return n
+	}
+	key := weak.Make((*byte)(v.UnsafePointer()))
+	if n, ok := t.weak[key]; ok {
+		return n
+	}
+	if len(t.weak) >= t.sweep {
+		for k := range t.weak {
+			if k.Value() == nil {
+				delete(t.weak, k)
+			}
+		}
+		t.sweep = max(64, 2*len(t.weak))
+	}
+	t.next++
+	t.weak[key] = t.next
+	return t.next
 }

@@ -35,6 +35,7 @@ func (i *ID) Migrate(ch Channel) error {
 	oldSrc, wasSync := i.src, i.sync
 	old := i.takeEvent()
 	i.src, i.ch, i.sync = dst, ch, ch == nil
+	i.chNum = sourceNumber(dst)
 	i.record(CallMigrate, nil)
 	i.mu.Unlock()
 

@@ -77,21 +77,10 @@ func deliver(ev *Event) bool {
 	ev.Type = raw.Type
 	ev.Status = int(raw.Status)
 	ev.Arg = raw.Arg
+	id := ev.owner
 	if child != nil {
-		raw.Child = nil
-		listener.mu.Lock()
-		child.userCtx, child.ch, child.src, child.sync = listener.userCtx, listener.ch, listener.src, false
-		lsync := listener.sync
-		listener.mu.Unlock()
-		if lsync && !child.makeSync() {
-			ev.complete() // dropped internally: keep the listener's counts balanced
-			return false
-		}
-		ev.ID, ev.ListenID = child, listener
-	} else {
-		ev.ID = ev.owner
+		id = child
 	}
-	id := ev.ID
 	switch {
 	case ev.mc != nil:
 		ev.UD.QPNum, ev.UD.QKey, ev.UD.AH = raw.QPNum, raw.QKey, raw.AH
@@ -107,20 +96,66 @@ func deliver(ev *Event) bool {
 		c.PrivateData = ownPrivateData(raw)
 	}
 
-	id.mu.Lock()
 	if child != nil {
-		// Remember what the peer asked for: Accept(nil) answers with it.
-		id.reqIRD, id.reqORD = raw.ResponderResources, raw.InitiatorDepth
-	} else {
-		id.state = AfterEvent(id.state, raw.Type)
+		raw.Child = nil
+		seq, lsync := listener.adopt(child, raw)
+		if seq == 0 {
+			ev.complete() // dropped: keep the listener's counts balanced
+			return false
+		}
+		if lsync && !child.makeSync() {
+			ev.complete()
+			return false
+		}
+		ev.ID, ev.ListenID, ev.Seq = child, listener, seq
+		return true
 	}
-	rec := Record{ID: id.uid, Parent: id.parent, Kind: KindEvent, QPType: id.qpType, Event: raw.Type, Status: raw.Status, State: id.state}
-	if child == nil {
-		rec.Parent = 0
+
+	ev.ID = id
+	id.mu.Lock()
+	if id.state == StateDestroyed {
+		// Destroyed after the fabric queued the event: drop it, as the
+		// kernel drops the events of a destroyed id (and so that nothing
+		// follows the id's destroy in its journal).
+		id.mu.Unlock()
+		ev.complete()
+		return false
 	}
+	id.state = AfterEvent(id.state, raw.Type, id.qpType)
+	rec := Record{ID: id.uid, Channel: id.chNum, Kind: KindEvent, QPType: id.qpType, Event: raw.Type, Status: raw.Status, State: id.state}
 	ev.Seq = id.journal.add(rec)
 	id.mu.Unlock()
 	return true
+}
+
+// adopt gives the new id of a CONNECT_REQUEST the listener's channel and
+// context and journals the request, or, when the listener is no longer
+// listening (destroyed since the fabric queued the request, or a fabric
+// reporting a request to an id that does not listen), rejects and destroys
+// the new endpoint and returns 0. The request is journaled under the
+// listener's lock, so that it never follows the listener's destroy; adopt
+// returns its sequence number and whether the listener is synchronous (the
+// new id then needs a private channel: makeSync).
+func (l *ID) adopt(child *ID, raw *RawEvent) (seq uint64, sync bool) {
+	l.mu.Lock()
+	if l.state != StateListen {
+		l.mu.Unlock()
+		removeHandle(child.uid)
+		_ = child.ep.Reject(nil)
+		_ = child.ep.Destroy()
+		return 0, false
+	}
+	child.mu.Lock()
+	child.userCtx, child.ch, child.src, child.chNum = l.userCtx, l.ch, l.src, l.chNum
+	// Remember what the peer asked for: Accept(nil) answers with it.
+	child.reqIRD, child.reqORD = raw.ResponderResources, raw.InitiatorDepth
+	rec := Record{ID: child.uid, Parent: l.uid, Channel: child.chNum, Kind: KindEvent, QPType: child.qpType,
+		Event: EventConnectRequest, Status: raw.Status, State: child.state}
+	seq = child.journal.add(rec)
+	child.mu.Unlock()
+	sync = l.sync
+	l.mu.Unlock()
+	return seq, sync
 }
 
 // makeSync gives a new id born from a synchronous listener's request a
@@ -140,6 +175,8 @@ func (i *ID) makeSync() bool {
 	}
 	i.mu.Lock()
 	i.src, i.sync = src, true
+	i.chNum = sourceNumber(src)
+	i.record(CallMigrate, nil) // librdmacm's ucma_process_conn_req migrates it too
 	i.mu.Unlock()
 	return true
 }

@@ -144,7 +144,9 @@ func CallAllowed(s State, c Call, t QPType) (State, bool) {
 		}
 		return s, false
 	case CallJoin:
-		return s, s == StateAddrBound || s == StateAddrResolved || s == StateRouteResolved
+		// The kernel's rdma_join_multicast takes ADDR_BOUND or
+		// ADDR_RESOLVED only (not ROUTE_RESOLVED).
+		return s, s == StateAddrBound || s == StateAddrResolved
 	case CallNotify:
 		switch s {
 		case StateConnect, StateConnectResponse, StateAccept, StateEstablished:
@@ -160,90 +162,107 @@ func CallAllowed(s State, c Call, t QPType) (State, bool) {
 }
 
 // EventAllowed reports whether an event of type t may be reported to an id
-// in state s: the model of legal event sequences (rdma_cm(7) state diagram
-// and librdmacm's flows). Fuzzers use it as the oracle.
-func EventAllowed(s State, t EventType) bool {
-	switch t {
-	case EventAddrResolved:
-		return s == StateAddrQuery
-	case EventAddrError:
-		// Also while connecting: the kernel reports a UD peer's Q_Key
-		// mismatch as ADDR_ERROR (cma_sidr_rep_handler).
-		return s == StateAddrQuery || s == StateConnect
-	case EventRouteResolved:
-		return s == StateRouteQuery || s == StateAddrResolved // IB_PATH sets a route directly
-	case EventRouteError:
-		return s == StateRouteQuery
-	case EventConnectRequest:
-		return s == StateListen
-	case EventConnectResponse:
-		return s == StateConnect
-	case EventEstablished:
-		return s == StateConnect || s == StateAccept || s == StateConnectResponse
-	case EventRejected, EventUnreachable, EventConnectError:
-		return s == StateConnect || s == StateAccept || s == StateConnectResponse
-	case EventDisconnected:
-		switch s {
-		case StateConnectRequest, StateConnectResponse, StateAccept, StateEstablished:
-			return true
-		}
-		return false
-	case EventTimewaitExit:
-		return s == StateDisconnected || s == StateFailed
-	case EventDeviceRemoval, EventAddrChange, EventUser:
-		return s != StateDestroyed
-	case EventMulticastJoin, EventMulticastError:
-		return s != StateDestroyed && s != StateIdle
-	}
-	return false
+// of QP type qp in state s: the model of legal event sequences, from the
+// rdma_cm(7) state diagram, the kernel's per-state gates (cma.c: address,
+// route, IB CM, iWARP CM and SIDR handlers) and librdmacm's flows. Fuzzers
+// and CheckJournal use it as the oracle.
+//
+// Per state (RC unless marked; "stays" events leave the state as it is):
+//
+//	ADDR_QUERY        ADDR_RESOLVED -> ADDR_RESOLVED, ADDR_ERROR -> ADDR_BOUND
+//	ADDR_RESOLVED     ROUTE_RESOLVED -> ROUTE_RESOLVED (RDMA_OPTION_IB_PATH)
+//	ROUTE_QUERY       ROUTE_RESOLVED -> ROUTE_RESOLVED, ROUTE_ERROR -> ADDR_RESOLVED
+//	LISTEN            CONNECT_REQUEST (stays; the record of the new id is in
+//	                  CONNECT_REQUEST)
+//	CONNECT           ESTABLISHED, CONNECT_RESPONSE, REJECTED, UNREACHABLE,
+//	                  CONNECT_ERROR; UD: ESTABLISHED, UNREACHABLE, ADDR_ERROR
+//	                  (the peer's Q_Key differs)
+//	CONNECT_RESPONSE  REJECTED, UNREACHABLE, DISCONNECTED (a local Disconnect;
+//	                  Establish completes it, with no event)
+//	CONNECT_REQUEST   REJECTED (the active side gave up: IB REJ)
+//	ACCEPT            ESTABLISHED, DISCONNECTED (IB: DREQ before the RTU),
+//	                  REJECTED, UNREACHABLE; UD ids never are in ACCEPT: their
+//	                  accept reports nothing and moves them to ESTABLISHED
+//	ESTABLISHED       DISCONNECTED; UD: nothing
+//	DISCONNECTED      TIMEWAIT_EXIT (stays; once)
+//	any but IDLE      MULTICAST_JOIN, MULTICAST_ERROR (stays; after a join),
+//	                  ADDR_CHANGE (stays)
+//	any               DEVICE_REMOVAL -> DEVICE_REMOVAL, USER (stays)
+//	DEVICE_REMOVAL    USER only: the id must be destroyed
+//	CANCELED          anything (stays): late answers to an abandoned call
+//	DESTROYED         nothing
+//
+// So a connect ends in exactly one of ESTABLISHED, REJECTED, UNREACHABLE and
+// CONNECT_ERROR (or CONNECT_RESPONSE, then Establish), DISCONNECTED comes at
+// most once and only after ESTABLISHED or a request, and nothing follows
+// DESTROY. ADDRINFO_RESOLVED and ADDRINFO_ERROR are never legal: cmrt has no
+// rdma_resolve_addrinfo.
+func EventAllowed(s State, t EventType, qp QPType) bool {
+	_, ok := eventNext(s, t, qp)
+	return ok
 }
 
-// AfterEvent returns the state an id in state s enters when an event of
-// type t is reported for it. Events that do not move the state leave it.
-func AfterEvent(s State, t EventType) State {
-	if s == StateDestroyed || s == StateCanceled {
-		return s
-	}
-	switch t {
-	case EventAddrResolved:
-		if s == StateAddrQuery {
-			return StateAddrResolved
-		}
-	case EventAddrError:
-		if s == StateAddrQuery {
-			return StateAddrBound
-		}
-		if s == StateConnect {
-			return StateFailed
-		}
-	case EventRouteResolved:
-		if s == StateRouteQuery || s == StateAddrResolved {
-			return StateRouteResolved
-		}
-	case EventRouteError:
-		if s == StateRouteQuery {
-			return StateAddrResolved
-		}
-	case EventConnectResponse:
-		if s == StateConnect {
-			return StateConnectResponse
-		}
-	case EventEstablished:
-		if s == StateConnect || s == StateAccept || s == StateConnectResponse {
-			return StateEstablished
-		}
-	case EventRejected, EventUnreachable, EventConnectError:
-		if s == StateConnect || s == StateAccept || s == StateConnectResponse {
-			return StateFailed
-		}
-	case EventDisconnected:
-		if EventAllowed(s, t) {
-			return StateDisconnected
-		}
-	case EventDeviceRemoval:
-		return StateDeviceRemoval
+// AfterEvent returns the state an id of QP type qp in state s enters when an
+// event of type t is reported for it. Events that do not move the state,
+// and events the model does not allow (see EventAllowed), leave it.
+func AfterEvent(s State, t EventType, qp QPType) State {
+	if next, ok := eventNext(s, t, qp); ok {
+		return next
 	}
 	return s
+}
+
+// eventNext is the model's transition function for events.
+func eventNext(s State, t EventType, qp QPType) (State, bool) {
+	switch s {
+	case StateDestroyed:
+		return s, false
+	case StateCanceled:
+		return s, true
+	case StateDeviceRemoval:
+		return s, t == EventUser
+	}
+	ud := qp == UD
+	switch t {
+	case EventAddrResolved:
+		return StateAddrResolved, s == StateAddrQuery
+	case EventAddrError:
+		if s == StateAddrQuery {
+			return StateAddrBound, true
+		}
+		// cma_sidr_rep_handler: a SIDR REP whose Q_Key cannot be set.
+		return StateFailed, ud && s == StateConnect
+	case EventRouteResolved:
+		return StateRouteResolved, s == StateRouteQuery || s == StateAddrResolved
+	case EventRouteError:
+		return StateAddrResolved, s == StateRouteQuery
+	case EventConnectRequest:
+		return s, s == StateListen
+	case EventConnectResponse:
+		return StateConnectResponse, !ud && s == StateConnect
+	case EventEstablished:
+		return StateEstablished, s == StateConnect || (!ud && s == StateAccept)
+	case EventUnreachable:
+		return StateFailed, s == StateConnect || (!ud && (s == StateConnectResponse || s == StateAccept))
+	case EventRejected:
+		return StateFailed, !ud && (s == StateConnect || s == StateConnectResponse ||
+			s == StateAccept || s == StateConnectRequest)
+	case EventConnectError:
+		return StateFailed, !ud && s == StateConnect
+	case EventDisconnected:
+		// CONNECT_RESPONSE: the report of the local Disconnect the model
+		// allows there (the kernel's ids stay in RDMA_CM_CONNECT).
+		return StateDisconnected, !ud && (s == StateAccept || s == StateEstablished || s == StateConnectResponse)
+	case EventTimewaitExit:
+		return s, !ud && s == StateDisconnected
+	case EventDeviceRemoval:
+		return StateDeviceRemoval, true
+	case EventAddrChange, EventMulticastJoin, EventMulticastError:
+		return s, s != StateIdle
+	case EventUser:
+		return s, true
+	}
+	return s, false
 }
 
 // Apply folds one journal record into a state: a successful call moves the
@@ -270,8 +289,11 @@ func Apply(s State, r *Record) State {
 		if r.Event == EventConnectRequest && r.Parent != 0 {
 			return StateConnectRequest // the record of the new id
 		}
-		return AfterEvent(s, r.Event)
+		return AfterEvent(s, r.Event, r.QPType)
 	case KindCancel:
+		if s == StateDestroyed {
+			return s
+		}
 		return StateCanceled
 	}
 	return s

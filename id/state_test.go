@@ -35,7 +35,9 @@ func TestCallAllowed(t *testing.T) {
 		{id.StateEstablished, id.CallDisconnect, id.RC, true, id.StateEstablished},
 		{id.StateRouteResolved, id.CallDisconnect, id.RC, false, 0},
 		{id.StateAddrBound, id.CallJoin, id.UD, true, id.StateAddrBound},
-		{id.StateIdle, id.CallJoin, id.UD, false, 0}, // not bound to a device
+		{id.StateAddrResolved, id.CallJoin, id.UD, true, id.StateAddrResolved},
+		{id.StateRouteResolved, id.CallJoin, id.UD, false, 0}, // rdma_join_multicast: ADDR_BOUND or ADDR_RESOLVED
+		{id.StateIdle, id.CallJoin, id.UD, false, 0},          // not bound to a device
 		{id.StateCanceled, id.CallConnect, id.RC, false, 0},
 		{id.StateCanceled, id.CallDestroy, id.RC, true, id.StateDestroyed},
 		{id.StateDestroyed, id.CallDestroy, id.RC, false, 0},
@@ -49,35 +51,105 @@ func TestCallAllowed(t *testing.T) {
 }
 
 func TestAfterEventAndModel(t *testing.T) {
+	rc, ud := id.RC, id.UD
 	for _, tc := range []struct {
 		s     id.State
 		t     id.EventType
+		qp    id.QPType
 		legal bool
 		next  id.State
 	}{
-		{id.StateAddrQuery, id.EventAddrResolved, true, id.StateAddrResolved},
-		{id.StateAddrQuery, id.EventAddrError, true, id.StateAddrBound},
-		{id.StateRouteQuery, id.EventRouteResolved, true, id.StateRouteResolved},
-		{id.StateRouteQuery, id.EventRouteError, true, id.StateAddrResolved},
-		{id.StateConnect, id.EventEstablished, true, id.StateEstablished},
-		{id.StateConnect, id.EventConnectResponse, true, id.StateConnectResponse},
-		{id.StateConnect, id.EventRejected, true, id.StateFailed},
-		{id.StateConnect, id.EventUnreachable, true, id.StateFailed},
-		{id.StateAccept, id.EventEstablished, true, id.StateEstablished},
-		{id.StateEstablished, id.EventDisconnected, true, id.StateDisconnected},
-		{id.StateEstablished, id.EventDeviceRemoval, true, id.StateDeviceRemoval},
-		{id.StateConnect, id.EventAddrError, true, id.StateFailed}, // UD Q_Key mismatch
+		{id.StateAddrQuery, id.EventAddrResolved, rc, true, id.StateAddrResolved},
+		{id.StateAddrQuery, id.EventAddrError, rc, true, id.StateAddrBound},
+		{id.StateRouteQuery, id.EventRouteResolved, rc, true, id.StateRouteResolved},
+		{id.StateAddrResolved, id.EventRouteResolved, rc, true, id.StateRouteResolved}, // IB_PATH
+		{id.StateRouteQuery, id.EventRouteError, rc, true, id.StateAddrResolved},
+		{id.StateListen, id.EventConnectRequest, rc, true, id.StateListen},
+		{id.StateConnect, id.EventEstablished, rc, true, id.StateEstablished},
+		{id.StateConnect, id.EventConnectResponse, rc, true, id.StateConnectResponse},
+		{id.StateConnect, id.EventRejected, rc, true, id.StateFailed},
+		{id.StateConnect, id.EventUnreachable, rc, true, id.StateFailed},
+		{id.StateConnect, id.EventConnectError, rc, true, id.StateFailed},
+		{id.StateConnectResponse, id.EventRejected, rc, true, id.StateFailed},
+		{id.StateConnectResponse, id.EventDisconnected, rc, true, id.StateDisconnected}, // a local Disconnect
+		{id.StateConnectRequest, id.EventRejected, rc, true, id.StateFailed},            // IB: the active side gave up
+		{id.StateAccept, id.EventEstablished, rc, true, id.StateEstablished},
+		{id.StateAccept, id.EventDisconnected, rc, true, id.StateDisconnected}, // IB: DREQ before RTU
+		{id.StateAccept, id.EventUnreachable, rc, true, id.StateFailed},        // IB: REP timed out
+		{id.StateEstablished, id.EventDisconnected, rc, true, id.StateDisconnected},
+		{id.StateDisconnected, id.EventTimewaitExit, rc, true, id.StateDisconnected},
+		{id.StateEstablished, id.EventDeviceRemoval, rc, true, id.StateDeviceRemoval},
+		{id.StateIdle, id.EventDeviceRemoval, rc, true, id.StateDeviceRemoval},
+		{id.StateDeviceRemoval, id.EventUser, rc, true, id.StateDeviceRemoval},
+		{id.StateAddrBound, id.EventMulticastJoin, ud, true, id.StateAddrBound},
+		{id.StateEstablished, id.EventMulticastError, ud, true, id.StateEstablished},
+		{id.StateEstablished, id.EventAddrChange, rc, true, id.StateEstablished},
+		{id.StateCanceled, id.EventEstablished, rc, true, id.StateCanceled}, // a late answer
+		// UD: SIDR outcomes only, no connection events.
+		{id.StateConnect, id.EventEstablished, ud, true, id.StateEstablished},
+		{id.StateConnect, id.EventUnreachable, ud, true, id.StateFailed},
+		{id.StateConnect, id.EventAddrError, ud, true, id.StateFailed}, // Q_Key mismatch
 		// Illegal: the model flags them and the fold leaves the state.
-		{id.StateIdle, id.EventEstablished, false, id.StateIdle},
-		{id.StateAddrQuery, id.EventRouteResolved, false, id.StateAddrQuery},
-		{id.StateDisconnected, id.EventEstablished, false, id.StateDisconnected},
-		{id.StateListen, id.EventDisconnected, false, id.StateListen},
+		{id.StateConnect, id.EventAddrError, rc, false, id.StateConnect},
+		{id.StateConnect, id.EventRejected, ud, false, id.StateConnect},
+		{id.StateConnect, id.EventConnectResponse, ud, false, id.StateConnect},
+		{id.StateEstablished, id.EventDisconnected, ud, false, id.StateEstablished},
+		{id.StateAccept, id.EventEstablished, ud, false, id.StateAccept},
+		{id.StateConnectRequest, id.EventEstablished, rc, false, id.StateConnectRequest},
+		{id.StateConnectRequest, id.EventDisconnected, rc, false, id.StateConnectRequest},
+		{id.StateConnectResponse, id.EventEstablished, rc, false, id.StateConnectResponse},
+		{id.StateEstablished, id.EventRejected, rc, false, id.StateEstablished},
+		{id.StateFailed, id.EventRejected, rc, false, id.StateFailed},
+		{id.StateFailed, id.EventTimewaitExit, rc, false, id.StateFailed},
+		{id.StateIdle, id.EventEstablished, rc, false, id.StateIdle},
+		{id.StateIdle, id.EventMulticastJoin, ud, false, id.StateIdle},
+		{id.StateAddrQuery, id.EventRouteResolved, rc, false, id.StateAddrQuery},
+		{id.StateDisconnected, id.EventEstablished, rc, false, id.StateDisconnected},
+		{id.StateDisconnected, id.EventDisconnected, rc, false, id.StateDisconnected},
+		{id.StateListen, id.EventDisconnected, rc, false, id.StateListen},
+		{id.StateDeviceRemoval, id.EventDeviceRemoval, rc, false, id.StateDeviceRemoval},
+		{id.StateDeviceRemoval, id.EventDisconnected, rc, false, id.StateDeviceRemoval},
+		{id.StateDestroyed, id.EventUser, rc, false, id.StateDestroyed},
+		{id.StateAddrQuery, id.EventAddrInfoResolved, rc, false, id.StateAddrQuery},
 	} {
-		if got := id.EventAllowed(tc.s, tc.t); got != tc.legal {
-			t.Errorf("EventAllowed(%s, %s) = %v, want %v", tc.s, tc.t, got, tc.legal)
+		if got := id.EventAllowed(tc.s, tc.t, tc.qp); got != tc.legal {
+			t.Errorf("EventAllowed(%s, %s, %s) = %v, want %v", tc.s, tc.t, tc.qp, got, tc.legal)
 		}
-		if got := id.AfterEvent(tc.s, tc.t); got != tc.next {
-			t.Errorf("AfterEvent(%s, %s) = %s, want %s", tc.s, tc.t, got, tc.next)
+		if got := id.AfterEvent(tc.s, tc.t, tc.qp); got != tc.next {
+			t.Errorf("AfterEvent(%s, %s, %s) = %s, want %s", tc.s, tc.t, tc.qp, got, tc.next)
+		}
+	}
+}
+
+// TestModelInvariants checks properties of the whole model, state by state.
+func TestModelInvariants(t *testing.T) {
+	outcomes := map[id.EventType]bool{id.EventEstablished: true, id.EventRejected: true, id.EventUnreachable: true,
+		id.EventConnectError: true, id.EventConnectResponse: true, id.EventAddrError: true}
+	for s := id.State(0); s <= id.StateDestroyed; s++ {
+		for _, qp := range []id.QPType{id.RC, id.UD} {
+			for e := id.EventType(0); e < id.NumEventTypes; e++ {
+				legal, next := id.EventAllowed(s, e, qp), id.AfterEvent(s, e, qp)
+				if !legal && next != s {
+					t.Errorf("illegal %s in %s (%s) moves to %s", e, s, qp, next)
+				}
+				if s == id.StateDestroyed && legal {
+					t.Errorf("%s allowed after destroy", e)
+				}
+				// A connect ends in one outcome: none is legal after another.
+				if legal && outcomes[e] && s == id.StateConnect && next != id.StateConnect {
+					for o := range outcomes {
+						if id.EventAllowed(next, o, qp) && !(next == id.StateConnectResponse && o == id.EventRejected) &&
+							!(next == id.StateConnectResponse && o == id.EventUnreachable) {
+							t.Errorf("%s after %s (%s): a connect has one outcome", o, e, qp)
+						}
+					}
+				}
+				// DISCONNECTED only after ESTABLISHED or a request, once.
+				if e == id.EventDisconnected && legal && s != id.StateEstablished && s != id.StateAccept &&
+					s != id.StateConnectResponse && s != id.StateCanceled {
+					t.Errorf("DISCONNECTED allowed in %s (%s)", s, qp)
+				}
+			}
 		}
 	}
 }

@@ -39,7 +39,7 @@ func (i *ID) cancel() {
 		return
 	}
 	i.state = StateCanceled
-	r := Record{ID: i.uid, Parent: i.parent, Kind: KindCancel, QPType: i.qpType, State: i.state}
+	r := Record{ID: i.uid, Parent: i.parent, Channel: i.chNum, Kind: KindCancel, QPType: i.qpType, State: i.state}
 	i.journal.add(r)
 }
 

@@ -1,0 +1,402 @@
+package id_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/fakefab"
+)
+
+// collect returns a journal and a function returning every record it got,
+// sorted by Seq (observers may see records of different ids out of order).
+func collect(t *testing.T) (*id.Journal, func() []id.Record) {
+	t.Helper()
+	j := id.NewJournal(1 << 12)
+	var mu sync.Mutex
+	var all []id.Record
+	stop := j.Observe(func(r id.Record) { mu.Lock(); all = append(all, r); mu.Unlock() })
+	t.Cleanup(stop)
+	return j, func() []id.Record {
+		mu.Lock()
+		defer mu.Unlock()
+		out := append([]id.Record(nil), all...)
+		for k := 1; k < len(out); k++ { // insertion sort: nearly sorted
+			for m := k; m > 0 && out[m].Seq < out[m-1].Seq; m-- {
+				out[m], out[m-1] = out[m-1], out[m]
+			}
+		}
+		return out
+	}
+}
+
+func mustCheck(t *testing.T, recs []id.Record) {
+	t.Helper()
+	if err := id.CheckJournal(recs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := id.ReplayCheck(recs); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestJournalChannelNumbers(t *testing.T) {
+	j, all := collect(t)
+	f := fakefab.New("fake", true)
+	ch1, ch2 := newChan(t, f), newChan(t, f)
+	a := newID(t, ch1, id.PSTCP, id.WithJournal(j))
+	b := newID(t, ch1, id.PSTCP, id.WithJournal(j))
+	c := newID(t, ch2, id.PSTCP, id.WithJournal(j))
+	s, err := id.Create(nil, nil, id.PSTCP, id.WithFabric(f), id.WithJournal(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, n2 := id.ChannelNumber(ch1), id.ChannelNumber(ch2)
+	if n1 == 0 || n2 == 0 || n1 == n2 || a.ChannelNumber() != n1 || b.ChannelNumber() != n1 || c.ChannelNumber() != n2 {
+		t.Fatalf("channel numbers: ch1 %d ch2 %d ids %d %d %d", n1, n2, a.ChannelNumber(), b.ChannelNumber(), c.ChannelNumber())
+	}
+	ns := s.ChannelNumber()
+	if ns == 0 || ns == n1 || ns == n2 {
+		t.Fatalf("sync id's private channel number %d", ns)
+	}
+	// Stable: a channel keeps its number once its ids are gone.
+	_ = a.Destroy()
+	_ = b.Destroy()
+	d := newID(t, ch1, id.PSTCP, id.WithJournal(j))
+	if d.ChannelNumber() != n1 || id.ChannelNumber(ch1) != n1 {
+		t.Fatalf("ch1 renumbered: %d", d.ChannelNumber())
+	}
+	// Migrate changes it; to nil, the new private channel's.
+	if err := d.Migrate(ch2); err != nil {
+		t.Fatal(err)
+	}
+	if d.ChannelNumber() != n2 {
+		t.Fatalf("after migrate: %d, want %d", d.ChannelNumber(), n2)
+	}
+	if err := d.Migrate(nil); err != nil {
+		t.Fatal(err)
+	}
+	if nd := d.ChannelNumber(); nd == n2 || nd == ns || nd == 0 {
+		t.Fatalf("after migrate to nil: %d", nd)
+	}
+	for _, r := range j.RecordsOfChannel(n1) {
+		if r.ID != a.Handle() && r.ID != b.Handle() && r.ID != d.Handle() {
+			t.Fatalf("record of id %d on ch1: %s", r.ID, r.String())
+		}
+	}
+	recsD := j.RecordsOf(d.Handle())
+	if len(recsD) != 3 || recsD[0].Channel != n1 || recsD[1].Channel != n2 || recsD[1].Call != id.CallMigrate {
+		t.Fatalf("d's records: %v", recsD)
+	}
+	_ = c.Destroy()
+	_ = d.Destroy()
+	_ = s.Destroy()
+	mustCheck(t, all())
+	if id.ChannelNumber(nil) != 0 {
+		t.Fatal("nil channel has a number")
+	}
+}
+
+func TestJournalSyncListenerChildMigrates(t *testing.T) {
+	j, all := collect(t)
+	f := fakefab.New("fake", true)
+	l, err := id.Create(nil, nil, id.PSTCP, id.WithFabric(f), id.WithJournal(j))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = l.Listen(0)
+	l.Endpoint().(*fakefab.Endpoint).InjectRequest(nil)
+	child, err := l.GetRequest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	recs := j.RecordsOf(child.Handle())
+	if len(recs) != 2 || recs[0].Event != id.EventConnectRequest || recs[0].Parent != l.Handle() ||
+		recs[0].Channel != l.ChannelNumber() || recs[1].Call != id.CallMigrate || recs[1].Channel != child.ChannelNumber() ||
+		child.ChannelNumber() == l.ChannelNumber() {
+		t.Fatalf("child records %v", recs)
+	}
+	if err := child.Accept(nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = child.Destroy()
+	_ = l.Destroy()
+	mustCheck(t, all())
+}
+
+func TestJournalFiltersAndJSON(t *testing.T) {
+	j, all := collect(t)
+	f := fakefab.New("fake", true)
+	ch := newChan(t, f)
+	var mu sync.Mutex
+	var mine []id.Record
+	a := newID(t, ch, id.PSTCP, id.WithJournal(j))
+	stop := j.ObserveFilter(id.ByID(a.Handle()), func(r id.Record) { mu.Lock(); mine = append(mine, r); mu.Unlock() })
+	var live bytes.Buffer
+	stopJSON := j.ObserveJSON(&live)
+	b := newID(t, ch, id.PSUDP, id.WithJournal(j))
+	_ = a.ResolveAddr(anyAddr, dst, time.Second)
+	_ = expect(t, ch, id.EventAddrResolved, a).Ack()
+	_ = b.Bind(netip.MustParseAddrPort("127.0.0.1:0"))
+	_ = a.Destroy()
+	_ = b.Destroy()
+	stop()
+	stopJSON()
+	if len(mine) != 3 || mine[0].Call != id.CallResolveAddr || mine[1].Event != id.EventAddrResolved || mine[2].Call != id.CallDestroy {
+		t.Fatalf("filtered observer got %v", mine)
+	}
+	recs := all()
+	mustCheck(t, recs)
+	var buf bytes.Buffer
+	if err := j.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `"ch":`) {
+		t.Fatalf("no channel in JSON:\n%s", buf.String())
+	}
+	for _, src := range []*bytes.Buffer{&buf, &live} {
+		back, err := id.ReadJSON(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(back) < len(recs)-1 { // the live stream starts after a's create
+			t.Fatalf("%d records back, want %d", len(back), len(recs))
+		}
+		for _, r := range back {
+			if r != recs[r.Seq-1] {
+				t.Fatalf("JSON changed a record:\n%s\n%s", r.String(), recs[r.Seq-1].String())
+			}
+		}
+	}
+	for _, bad := range []string{`{"kind":"bogus","qp":"RC"}`, `{"kind":"call","call":"nope","qp":"RC"}`,
+		`{"kind":"event","qp":"XX","state":"IDLE"}`, `{"kind":"event","qp":"RC","state":"NOPE"}`, `{`} {
+		if _, err := id.ReadJSON(strings.NewReader(bad)); err == nil {
+			t.Fatalf("ReadJSON accepted %s", bad)
+		}
+	}
+}
+
+// rec builds a synthetic record.
+func rec(seq, handle uint64, kind id.RecordKind, what int, status int32, state id.State) id.Record {
+	r := id.Record{Seq: seq, ID: handle, Kind: kind, QPType: id.RC, Status: status, State: state, Channel: 1}
+	if kind == id.KindCall {
+		r.Call = id.Call(what)
+	} else {
+		r.Event = id.EventType(what)
+	}
+	return r
+}
+
+func TestCheckJournalFlagsEachViolation(t *testing.T) {
+	call, event := id.KindCall, id.KindEvent
+	create := rec(1, 7, call, int(id.CallCreate), 0, id.StateIdle)
+	good := []id.Record{
+		create,
+		rec(2, 7, call, int(id.CallResolveAddr), 0, id.StateAddrQuery),
+		rec(3, 7, event, int(id.EventAddrResolved), 0, id.StateAddrResolved),
+		rec(4, 7, call, int(id.CallListen), int32(syscall.EINVAL), id.StateAddrResolved),
+		rec(5, 7, call, int(id.CallDestroy), 0, id.StateDestroyed),
+		rec(6, 7, call, int(id.CallBind), int32(syscall.EINVAL), id.StateDestroyed),
+	}
+	mustCheck(t, good)
+	for _, tc := range []struct {
+		name string
+		recs []id.Record
+		want id.ViolationKind
+	}{
+		{"illegal event", []id.Record{create, rec(2, 7, event, int(id.EventEstablished), 0, id.StateIdle)}, id.IllegalEvent},
+		{"illegal call", []id.Record{create, rec(2, 7, call, int(id.CallConnect), 0, id.StateIdle)}, id.IllegalCall},
+		{"diverged", []id.Record{create, rec(2, 7, call, int(id.CallBind), 0, id.StateListen)}, id.StateDiverged},
+		{"event after destroy", []id.Record{create, rec(2, 7, call, int(id.CallDestroy), 0, id.StateDestroyed),
+			rec(3, 7, event, int(id.EventUser), 0, id.StateDestroyed)}, id.AfterDestroy},
+		{"call after destroy", []id.Record{create, rec(2, 7, call, int(id.CallDestroy), 0, id.StateDestroyed),
+			rec(3, 7, call, int(id.CallBind), 0, id.StateDestroyed)}, id.AfterDestroy},
+		{"no create", []id.Record{rec(1, 7, call, int(id.CallBind), 0, id.StateAddrBound)}, id.BadHistory},
+		{"created twice", []id.Record{create, rec(2, 7, call, int(id.CallCreate), 0, id.StateIdle)}, id.BadHistory},
+		{"multicast without join", []id.Record{create, rec(2, 7, call, int(id.CallBind), 0, id.StateAddrBound),
+			rec(3, 7, event, int(id.EventMulticastJoin), 0, id.StateAddrBound)}, id.IllegalEvent},
+		{"request for a non-listener", []id.Record{create,
+			{Seq: 2, ID: 8, Parent: 7, Kind: event, Event: id.EventConnectRequest, QPType: id.RC, State: id.StateConnectRequest, Channel: 1}}, id.IllegalEvent},
+		{"channel changed", []id.Record{create, {Seq: 2, ID: 7, Kind: call, Call: id.CallBind, QPType: id.RC, State: id.StateAddrBound, Channel: 2}}, id.ChannelChanged},
+	} {
+		err := id.CheckJournal(tc.recs)
+		var je *id.JournalError
+		if !errors.As(err, &je) || je.Violations[0].Kind != tc.want {
+			t.Errorf("%s: got %v, want %s", tc.name, err, tc.want)
+			continue
+		}
+		if je.Without(tc.want) != nil && tc.name != "no create" {
+			t.Errorf("%s: more than one kind: %v", tc.name, err)
+		}
+	}
+	// A truncated journal may start in the middle of an id's history.
+	if err := id.CheckJournal(good[2:]); err != nil {
+		t.Fatalf("truncated journal: %v", err)
+	}
+	// ReplayCheck reports the first divergence.
+	bad := append([]id.Record(nil), good...)
+	bad[2].State = id.StateRouteResolved
+	_, err := id.ReplayCheck(bad)
+	var de *id.DivergenceError
+	if !errors.As(err, &de) || de.Record.Seq != 3 || de.Want != id.StateAddrResolved || de.Before != id.StateAddrQuery {
+		t.Fatalf("ReplayCheck: %v", err)
+	}
+}
+
+// hookChannel wraps a channel so that a hook runs between the fabric
+// handing out an event and the id layer mapping it to its id.
+type hookChannel struct {
+	*channel.Channel
+	hook func()
+}
+
+type hookSource struct {
+	id.EventSource
+	hook func()
+}
+
+func (h hookChannel) Source() id.EventSource {
+	return hookSource{EventSource: h.Channel.Source(), hook: h.hook}
+}
+
+func (h hookSource) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
+	err := h.EventSource.Next(ctx, block, ev)
+	if err == nil && h.hook != nil {
+		h.hook()
+	}
+	return err
+}
+
+// TestEventOfIDDestroyedDuringDeliveryIsDropped: an event the fabric had
+// already handed out when the id was destroyed used to be reported (and
+// journaled after the destroy); it is dropped, as the kernel drops events
+// of destroyed ids.
+func TestEventOfIDDestroyedDuringDeliveryIsDropped(t *testing.T) {
+	j, all := collect(t)
+	f := fakefab.New("fake", false)
+	ch := newChan(t, f)
+	var victim *id.ID
+	hc := hookChannel{Channel: ch}
+	hc.hook = func() {
+		if victim != nil {
+			if hung, _ := blocks(func() { _ = victim.Destroy() }, 2*time.Second); hung {
+				t.Error("Destroy waited for an event not yet reported")
+			}
+		}
+	}
+	victim = newID(t, hc, id.PSTCP, id.WithJournal(j))
+	other := newID(t, hc, id.PSTCP, id.WithJournal(j))
+	ep(victim).Inject(id.EventUser, 0, nil)
+	ep(other).Inject(id.EventUser, 0, nil)
+	ev, err := id.NextEvent(context.Background(), hc.Source(), false)
+	victim = nil
+	if err != nil || ev.ID != other {
+		t.Fatalf("got %v %v, want the other id's event", ev, err)
+	}
+	_ = ev.Ack()
+	_ = other.Destroy()
+	mustCheck(t, all())
+	// The same for a listener destroyed while its request is delivered.
+	l := newID(t, hc, id.PSTCP, id.WithJournal(j))
+	_ = l.Listen(0)
+	childEP := ep(l).InjectRequest(nil)
+	victim = l
+	if _, err := id.NextEvent(context.Background(), hc.Source(), false); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("request of a destroyed listener delivered: %v", err)
+	}
+	victim = nil
+	if !childEP.Destroyed() || id.Live() != 0 {
+		t.Fatalf("orphan request: endpoint destroyed %v, %d ids live", childEP.Destroyed(), id.Live())
+	}
+	mustCheck(t, all())
+}
+
+// TestRequestForNonListenerIsRejected: a fabric reporting a
+// CONNECT_REQUEST to an id that does not listen gets its new endpoint
+// rejected, as the kernel answers such a request with ECONNABORTED.
+func TestRequestForNonListenerIsRejected(t *testing.T) {
+	f := fakefab.New("fake", false)
+	ch := newChan(t, f)
+	cm := newID(t, ch, id.PSTCP)
+	child := ep(cm).InjectRequest(nil)
+	ch.SetNonblocking(true)
+	if _, err := ch.GetEvent(); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("request for a non-listener delivered: %v", err)
+	}
+	if got := child.Calls(); len(got) != 2 || got[0] != "reject" || got[1] != "destroy" {
+		t.Fatalf("calls %v", got)
+	}
+	_ = cm.Destroy()
+}
+
+func TestJournalRecordString(t *testing.T) {
+	r := id.Record{Seq: 3, ID: 9, Parent: 2, Channel: 4, Kind: id.KindEvent, QPType: id.UD, Event: id.EventEstablished, State: id.StateEstablished}
+	if got := r.String(); got != "#3 id 9 ch 4 UD event RDMA_CM_EVENT_ESTABLISHED status 0 -> ESTABLISHED (parent 2)" {
+		t.Fatalf("String: %q", got)
+	}
+}
+
+// FuzzJournalJSON: ReadJSON never panics, and what it accepts survives a
+// write/read round trip unchanged.
+func FuzzJournalJSON(f *testing.F) {
+	f.Add([]byte(`{"seq":1,"time":5,"id":3,"ch":2,"kind":"call","qp":"RC","call":"create","status":0,"state":"IDLE"}`))
+	f.Add([]byte(`{"seq":2,"id":3,"ch":2,"parent":1,"kind":"event","qp":"UD","event":"x","type":9,"status":-110,"state":"FAILED"}`))
+	f.Add([]byte(`{"seq":3,"id":3,"kind":"cancel","qp":"RC","state":"CANCELED"}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		recs, err := id.ReadJSON(bytes.NewReader(b))
+		if err != nil || len(recs) == 0 {
+			return
+		}
+		var buf bytes.Buffer
+		if err := id.WriteRecordsJSON(&buf, recs); err != nil {
+			t.Fatal(err)
+		}
+		back, err := id.ReadJSON(&buf)
+		if err != nil {
+			t.Fatalf("re-read: %v\n%s", err, buf.String())
+		}
+		if len(back) != len(recs) {
+			t.Fatalf("%d records, then %d", len(recs), len(back))
+		}
+		for k := range recs {
+			if back[k] != recs[k] {
+				t.Fatalf("record %d changed:\n%+v\n%+v", k, recs[k], back[k])
+			}
+		}
+		_ = id.CheckJournal(recs) // must not panic on any input
+		_, _ = id.ReplayCheck(recs)
+	})
+}
+
+// TestEventSeqIsTheJournalSeq: every delivered event, CONNECT_REQUEST
+// included, carries the sequence number of its journal record.
+func TestEventSeqIsTheJournalSeq(t *testing.T) {
+	j, _ := collect(t)
+	f := fakefab.New("fake", false)
+	ch := newChan(t, f)
+	l := newID(t, ch, id.PSTCP, id.WithJournal(j))
+	defer l.Destroy()
+	_ = l.Listen(0)
+	ep(l).InjectRequest(nil)
+	ep(l).Inject(id.EventUser, 0, nil)
+	for _, want := range []id.EventType{id.EventConnectRequest, id.EventUser} {
+		ev := expect(t, ch, want, nil)
+		recs := j.RecordsOf(ev.ID.Handle())
+		last := recs[len(recs)-1]
+		if ev.Seq == 0 || ev.Seq != last.Seq || last.Event != want {
+			t.Errorf("%s: event seq %d, record %s", want, ev.Seq, last.String())
+		}
+		if want == id.EventConnectRequest {
+			defer ev.ID.Destroy()
+		}
+		_ = ev.Ack()
+	}
+}
