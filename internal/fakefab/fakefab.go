@@ -119,9 +119,30 @@ func (s *Source) Migrate(e id.Endpoint) error {
 	if old == s {
 		return nil
 	}
+	if ep.destroyed {
+		return fmt.Errorf("fakefab: migrate of a destroyed endpoint: %w", syscall.EINVAL)
+	}
 	if ep.uid != 0 {
 		uid := ep.uid
-		if err := s.q.PushAll(old.q.Extract(func(r *id.RawEvent) bool { return r.UID == uid })); err != nil {
+		moved := old.q.Extract(func(r *id.RawEvent) bool { return r.UID == uid })
+		// The new endpoints of queued requests move with them: the old
+		// source may close before they are delivered.
+		for k := range moved {
+			if c, ok := moved[k].Child.(*Endpoint); ok {
+				c.mu.Lock()
+				if c.src == old {
+					old.mu.Lock()
+					delete(old.eps, c)
+					old.mu.Unlock()
+					s.mu.Lock()
+					s.eps[c] = true
+					s.mu.Unlock()
+					c.src = s
+				}
+				c.mu.Unlock()
+			}
+		}
+		if err := s.q.PushAll(moved); err != nil {
 			return err
 		}
 	}
