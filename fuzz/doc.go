@@ -34,7 +34,6 @@
 //	go test ./fuzz/ -run='^TestRapidFake$' -rapid.seed=<seed>
 //	go test ./fuzz/ -run='^TestRapidFake$' -rapid.failfile=<file>
 //
-// and explore further with -rapid.checks=N (default 100). Known bugs of
-// other packages are reproduced by skipped TestKnownBug* tests; run them
-// with CMRT_KNOWN_BUGS=1.
+// and explore further with -rapid.checks=N (default 100). Bugs the fuzzers
+// found in other packages stay pinned by the tests in regressions_test.go.
 package fuzz

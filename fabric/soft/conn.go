@@ -290,11 +290,16 @@ func (c *conn) parseRequest() {
 		return
 	}
 	c.stopTimer()
+	lis := c.lis
+	delete(lis.waiting, c)
+	if lis.closed {
+		c.closeNow()
+		return
+	}
 	pd := copy(c.reqPD[:], f.PrivateData)
 	f.PrivateData = c.reqPD[:pd]
 	c.req = f
 	c.rbuf = nil
-	lis := c.lis
 	child, err := lis.newChild(c)
 	if err != nil {
 		c.closeNow()
@@ -539,6 +544,9 @@ func (c *conn) closeNow() {
 	c.state = csClosed
 	c.stopTimer()
 	c.uncount()
+	if c.lis != nil {
+		delete(c.lis.waiting, c)
+	}
 	c.closeDataPath()
 	c.l.unregister(c.fd)
 	_ = unix.Close(c.fd)

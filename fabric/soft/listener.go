@@ -20,6 +20,7 @@ type listener struct {
 	pending int // accepted connections not yet accepted or rejected by the user
 	closed  bool
 	paused  bool
+	waiting map[*conn]struct{} // accepted connections whose MPA Request has not come yet
 }
 
 func (s *listener) start() {
@@ -63,6 +64,10 @@ func (s *listener) onEvents(uint32) {
 		// the loop cannot have stopped.
 		c := &conn{l: s.l, f: s.f, fd: fd, state: csWaitReq, lis: s, counts: true}
 		s.pending++
+		if s.waiting == nil {
+			s.waiting = make(map[*conn]struct{})
+		}
+		s.waiting[c] = struct{}{}
 		c.startPassive()
 	}
 }
@@ -91,13 +96,17 @@ func (s *listener) newChild(c *conn) (*endpoint, error) {
 	return s.ep.newChild(c, localAddr(c.fd), peerAddr(c.fd))
 }
 
-// close stops listening. Connections still waiting for their MPA Request
-// are closed by their own timers or requests finding the listener closed.
+// close stops listening and closes the connections still waiting for their
+// MPA Request: their initiators see the close (REJECTED), and nothing of
+// the listener outlives it. Requests already reported are the channel's.
 func (s *listener) close() {
 	if s.closed {
 		return
 	}
 	s.closed = true
+	for c := range s.waiting {
+		c.closeNow() // removes itself from s.waiting
+	}
 	s.l.unregister(s.fd)
 	_ = unix.Close(s.fd)
 	s.l.eng.release(s.l)

@@ -99,6 +99,17 @@ func (s *source) Migrate(e id.Endpoint) error {
 			}
 			return false
 		})
+		// A listener's queued requests carry their new endpoints, which
+		// report to the listener's channel: they move with it.
+		for k := range moved {
+			if child, ok := moved[k].Child.(*endpoint); ok {
+				child.mu.Lock()
+				child.src = s
+				child.mu.Unlock()
+				old.forget(child)
+				s.adopt(child)
+			}
+		}
 		if err := s.q.PushAll(moved); err != nil {
 			return err
 		}

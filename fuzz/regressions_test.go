@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"testing"
 	"time"
 
@@ -15,33 +14,11 @@ import (
 	"github.com/cmrt/cmrt/id"
 )
 
-// knownBug skips a test that reproduces a bug outside this package's
-// owners' reach, unless CMRT_KNOWN_BUGS is set:
-//
-//	CMRT_KNOWN_BUGS=1 go test -run 'TestKnownBug' -v ./fuzz/
-func knownBug(t *testing.T, what string) {
-	t.Helper()
-	if os.Getenv("CMRT_KNOWN_BUGS") == "" {
-		t.Skip("known bug: " + what)
-	}
-}
-
-// TestKnownBugListenerDestroyLeavesPendingConnections: destroying an RC
-// listener closes its listening socket only (fabric/soft/listener.go,
-// listener.close); connections it accepted whose MPA Request has not come
-// yet stay open until their request timeout (WithRequestTimeout, 5s by
-// default). The peer is neither reset nor closed, and when its Request
-// arrives, conn.parseRequest (fabric/soft/conn.go) makes a new endpoint on
-// the destroyed listener's channel (newChild adopts it) before emit fails
-// and destroyLocal forgets it: meanwhile channel.Close of a channel with no
-// id left fails with EBUSY, and the descriptors and the fabric's loop stay
-// busy. FuzzSoftRC found it (a client destroyed right after Connect, the
-// listener destroyed at teardown, channel.Close EBUSY); the fuzzer retries
-// Close for the request timeout. Expected: the listener's destroy closes
-// (resets) the connections still waiting for their request, as siw drops
-// its listener's pending connections.
-func TestKnownBugListenerDestroyLeavesPendingConnections(t *testing.T) {
-	knownBug(t, "soft: a destroyed listener's accepted connections outlive it until their request timeout (fabric/soft/listener.go close)")
+// TestListenerDestroyClosesPendingConnections (found by FuzzSoftRC):
+// destroying an RC listener closes the connections it accepted whose MPA
+// Request has not come yet, so nothing of the listener outlives it: its
+// channel can be closed at once and a late Request makes no endpoint.
+func TestListenerDestroyClosesPendingConnections(t *testing.T) {
 	f := soft.New(soft.WithName("fuzz"), soft.WithRequestTimeout(3*time.Second))
 	ch, err := channel.New(channel.WithFabric(f))
 	if err != nil {
@@ -87,19 +64,10 @@ func isReset(err error) bool {
 	return errors.As(err, &oe) && !oe.Timeout()
 }
 
-// TestKnownBugMigratedRequestStaysOnOldChannel: migrating a listener moves
-// its queued CONNECT_REQUESTs to the new channel, but not their new
-// endpoints, which stay adopted by the old channel's source
-// (fabric/soft/source.go Migrate moves the listener's events only; the
-// children newChild adopted keep ep.src = old). So the old channel, with no
-// id left, cannot be closed (EBUSY), and closing it anyway (a synchronous
-// listener's private channel is closed by the migrate itself) destroys the
-// pending requests' endpoints: their ids' Accept then fails. Expected: the
-// new endpoints of the requests move with the requests, as the kernel's
-// MIGRATE_ID moves the events and their new ids.
-// (internal/fakefab had the same bug; fixed there, FuzzFake found it.)
-func TestKnownBugMigratedRequestStaysOnOldChannel(t *testing.T) {
-	knownBug(t, "soft: a listener's migrate leaves its queued requests' endpoints on the old channel (fabric/soft/source.go Migrate)")
+// TestMigratedListenerTakesItsRequests (found by FuzzFake): migrating a
+// listener moves its queued CONNECT_REQUESTs and their new endpoints to the
+// new channel, so the old channel, with no id left, can be closed.
+func TestMigratedListenerTakesItsRequests(t *testing.T) {
 	f := soft.New(soft.WithName("fuzz"))
 	a, err := channel.New(channel.WithFabric(f))
 	if err != nil {
