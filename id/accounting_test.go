@@ -386,3 +386,15 @@ func TestSyncLeaveAcksItsOwnJoinEvent(t *testing.T) {
 		t.Fatal("sync LeaveMulticast waited for its own join event")
 	}
 }
+
+func TestJoinNeedsAUDID(t *testing.T) {
+	f := fakefab.New("fake", true)
+	ch := newChan(t, f)
+	rc := newID(t, ch, id.PSTCP)
+	defer rc.Destroy()
+	_ = rc.Bind(netip.MustParseAddrPort("127.0.0.1:0"))
+	wantErrno(t, rc.JoinMulticast(netip.MustParseAddr("239.1.1.1"), nil), syscall.EINVAL)
+	if calls := ep(rc).Calls(); len(calls) != 1 || calls[0] != "bind" {
+		t.Fatalf("fabric saw %v", calls)
+	}
+}

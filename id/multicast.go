@@ -33,8 +33,8 @@ const (
 
 // JoinMulticast joins a multicast group as a full member, as
 // rdma_join_multicast: MULTICAST_JOIN (with the group's UD parameters and
-// context as JoinContext) or MULTICAST_ERROR follows. The id must be bound to
-// a device (EINVAL otherwise).
+// context as JoinContext) or MULTICAST_ERROR follows. The id must be a UD id
+// bound to a device (EINVAL otherwise).
 func (i *ID) JoinMulticast(group netip.Addr, context any) error {
 	return i.JoinMulticastContext(contextBackground(), group, JoinFullMember, context)
 }
@@ -47,6 +47,10 @@ func (i *ID) JoinMulticastContext(ctx context.Context, group netip.Addr, flags J
 	}
 	if flags > JoinSendOnly {
 		return errorf("join_multicast", syscall.EINVAL, "join flags %d", flags)
+	}
+	if i.qpType != UD {
+		// As the kernel's rdma_join_multicast since Linux 6.3.
+		return errorf("join_multicast", syscall.EINVAL, "multicast needs a UD id, this one is %s", i.qpType)
 	}
 	group = group.Unmap()
 	return i.runAsync(ctx, CallJoin, func() error {
