@@ -33,6 +33,7 @@ type endpoint struct {
 	conn          *conn
 	lis           *listener
 	discReported  bool
+	listened      bool // Listen succeeded: queued events may carry requests' endpoints
 	removed       bool // DEVICE_REMOVAL reported: nothing more is (netmon.go)
 	opt           epOptions
 	ud            udState // UD ids: SIDR socket, QP, groups (ud_endpoint.go)
@@ -252,7 +253,9 @@ func (ep *endpoint) Listen(backlog int) error {
 		}
 	}
 	if ep.qp == id.UD {
-		return ep.listenUDLocked(backlog)
+		err := ep.listenUDLocked(backlog)
+		ep.listened = err == nil
+		return err
 	}
 	if err := ep.f.ports.listen(ep.bind); err != nil {
 		return err
@@ -271,6 +274,7 @@ func (ep *endpoint) Listen(backlog int) error {
 	ep.bind.takeFD()
 	lis := &listener{l: l, f: ep.f, ep: ep, fd: fd, backlog: backlog}
 	ep.lis = lis
+	ep.listened = true
 	l.post(lis.start)
 	return nil
 }
@@ -502,11 +506,15 @@ func (ep *endpoint) Destroy() error {
 		return nil
 	}
 	ep.destroyed = true
-	uid, src, c, lis, b := ep.uid, ep.src, ep.conn, ep.lis, ep.bind
+	uid, src, c, lis, b, listened := ep.uid, ep.src, ep.conn, ep.lis, ep.bind, ep.listened
 	ep.conn, ep.lis, ep.bind = nil, nil, nil
 	ep.mu.Unlock()
 
-	if uid != 0 {
+	// A listener's queued requests carry new endpoints that must be
+	// rejected and destroyed. Other ids' queued events need no scan of the
+	// channel (which made mass teardown quadratic): the id layer drops the
+	// events of a destroyed id when it takes them.
+	if uid != 0 && listened {
 		for _, r := range src.q.Extract(func(r *id.RawEvent) bool { return r.UID == uid }) {
 			if r.Child != nil {
 				_ = r.Child.Reject(nil)

@@ -128,9 +128,10 @@ type rcPath struct {
 	wr     rxWrite
 	rrOn   bool // a Read Response is being placed (ORQ head)
 	rrDone int  // bytes of it placed
-	irq    []irqEntry
+	irq    []irqEntry // ring, grown on demand up to ird entries
 	irqH   int
 	irqN   int
+	ird    int // the negotiated IRD: Read Requests the peer may have outstanding
 
 	// Send side.
 	tx      []byte // FPDUs built, tx[txOff:] not yet written
@@ -150,10 +151,11 @@ type rcPath struct {
 // otherwise FPDUs are held until the initiator's first one or the hold
 // delay. As initiator, rtr is the RTR to send first (0: none).
 func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
-	p := &rcPath{c: c, wfd: -1, crc: c.crc, ord: max(int(c.ord), 1), rtr: rtr,
-		irq: make([]irqEntry, max(int(c.ird), 1))}
+	// The Read queues grow on demand (up to IRD and ORD+1, the +1 for a Read
+	// RTR): most connections never issue a Read, and preallocating up to
+	// 129 entries each made them most of a connection's memory.
+	p := &rcPath{c: c, wfd: -1, crc: c.crc, ord: max(int(c.ord), 1), ird: max(int(c.ird), 1), rtr: rtr}
 	p.wake.p = p
-	p.orq = make([]orqEntry, p.ord+1) // +1: the Read RTR
 	p.df.SetCRC(c.crc)
 	for k := range p.rxMSN {
 		p.rxMSN[k], p.txMSN[k] = 1, 1
@@ -421,8 +423,21 @@ func (p *rcPath) next() bool {
 }
 
 func (p *rcPath) pushORQ(e orqEntry) {
+	if p.orqN == len(p.orq) {
+		p.orq, p.orqH = growRing(p.orq, p.orqH, p.orqN, p.ord+1)
+	}
 	p.orq[(p.orqH+p.orqN)%len(p.orq)] = e
 	p.orqN++
+}
+
+// growRing returns a ring of twice the size (at least 4, at most limit)
+// holding ring's n entries from head, in order, from index 0.
+func growRing[T any](ring []T, head, n, limit int) ([]T, int) {
+	out := make([]T, min(max(2*len(ring), 4), max(limit, n+1)))
+	for k := 0; k < n; k++ {
+		out[k] = ring[(head+k)%len(ring)]
+	}
+	return out, 0
 }
 
 // emit appends the next FPDU of the current message to tx.
@@ -691,7 +706,7 @@ func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
 	case h.MSN != p.rxMSN[iwarp.QNReadRequest]:
 		p.terminate(termUTMSNRange, u, errMSN)
 		return
-	case p.irqN >= len(p.irq):
+	case p.irqN >= p.ird:
 		p.terminate(termIRD, u, errIRD)
 		return
 	}
@@ -713,6 +728,9 @@ func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
 			p.terminate(termProt(iwarp.RDMAPECodeBaseBounds), u, errBounds)
 			return
 		}
+	}
+	if p.irqN == len(p.irq) {
+		p.irq, p.irqH = growRing(p.irq, p.irqH, p.irqN, p.ird)
 	}
 	p.irq[(p.irqH+p.irqN)%len(p.irq)] = irqEntry{sinkSTag: r.SinkSTag, sinkTO: r.SinkTO, src: src}
 	p.irqN++
