@@ -1,7 +1,9 @@
 package soft
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"os"
 	"sync"
@@ -128,37 +130,87 @@ func (t *portTable) listen(b *binding) error {
 	return nil
 }
 
-// bind reserves addr for an id: the port table first (for an explicit
-// port), then an OS socket bound with SO_REUSEADDR, which also catches ports
-// other processes listen on. Port 0 lets the OS pick a port, retried if it
-// clashes with the table.
+// bind reserves addr for an id: the port table first, then an OS socket
+// bound with SO_REUSEADDR, which also catches ports other processes listen
+// on. Port 0 picks a free port: for TCP from the ephemeral range, as the
+// kernel's rdma_cm does (cma_alloc_any_port), so TIME_WAIT sockets never
+// block or slow it; for UDP the OS picks (see anyPort).
 func (t *portTable) bind(tr transport, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
 	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
-	for attempt := 0; attempt < 16; attempt++ {
-		b := &binding{tr: tr, addr: addr, reuse: reuse, afonly: afonly, fd: -1}
-		if addr.Port() != 0 {
-			t.mu.Lock()
-			err := t.conflictLocked(b, reuse)
-			if err == nil {
-				t.addLocked(b) // hold the port while the socket is bound
-			}
+	if addr.Port() == 0 {
+		if tr == udp {
+			return t.anyPort(tr, addr, reuse, afonly)
+		}
+		return t.rangePort(tr, addr, reuse, afonly)
+	}
+	return t.explicitPort(tr, addr, reuse, afonly)
+}
+
+// explicitPort binds addr's port: the table decides the rdma_cm conflicts,
+// the OS those with other processes' sockets.
+func (t *portTable) explicitPort(tr transport, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
+	b := &binding{tr: tr, addr: addr, reuse: reuse, afonly: afonly, fd: -1}
+	t.mu.Lock()
+	err := t.conflictLocked(b, reuse)
+	if err == nil {
+		t.addLocked(b) // hold the port while the socket is bound
+	}
+	t.mu.Unlock()
+	if err != nil {
+		return nil, err
+	}
+	fd, err := bindSocket(tr, addr, afonly)
+	if err != nil {
+		t.remove(b)
+		return nil, err
+	}
+	b.fd = fd
+	return b, nil
+}
+
+// rangePort binds a TCP port from the ephemeral range, starting at a random
+// one and going up, as cma_alloc_any_port does. SO_REUSEADDR (set for an
+// explicit port) lets a port whose old connections are in TIME_WAIT be
+// bound again at once; a port another socket really holds is skipped.
+func (t *portTable) rangePort(tr transport, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
+	low, high := ephemeralRange()
+	n := high - low + 1
+	start := rand.IntN(n)
+	for k := 0; k < n; k++ {
+		b := &binding{tr: tr, reuse: reuse, afonly: afonly, fd: -1,
+			addr: netip.AddrPortFrom(addr.Addr(), uint16(low+(start+k)%n))}
+		t.mu.Lock()
+		if t.conflictLocked(b, reuse) != nil {
 			t.mu.Unlock()
-			if err != nil {
-				return nil, err
-			}
+			continue // an id of this fabric holds it
 		}
-		fd, err := bindSocket(tr, addr, afonly)
-		if err != nil {
-			if addr.Port() != 0 {
-				t.remove(b)
-			}
-			return nil, err
-		}
-		b.fd = fd
-		if addr.Port() != 0 {
+		t.addLocked(b)
+		t.mu.Unlock()
+		fd, err := bindSocket(tr, b.addr, afonly)
+		if err == nil {
+			b.fd = fd
 			return b, nil
 		}
-		b.addr = netip.AddrPortFrom(addr.Addr(), localAddr(fd).Port())
+		t.remove(b)
+		if !errors.Is(err, syscall.EADDRINUSE) && !errors.Is(err, syscall.EACCES) {
+			return nil, err // not about the port: the address, the system
+		}
+		// Another socket really holds the port, or it is reserved.
+	}
+	return nil, fmt.Errorf("soft: no free port in %d-%d: %w", low, high, syscall.EADDRNOTAVAIL)
+}
+
+// anyPort lets the OS pick a UDP port (bound without SO_REUSEADDR, which on
+// UDP would let another socket share the port and its datagrams), retried
+// if it clashes with the table.
+func (t *portTable) anyPort(tr transport, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
+	for attempt := 0; attempt < 16; attempt++ {
+		fd, err := bindSocket(tr, addr, afonly)
+		if err != nil {
+			return nil, err
+		}
+		b := &binding{tr: tr, reuse: reuse, afonly: afonly, fd: fd,
+			addr: netip.AddrPortFrom(addr.Addr(), localAddr(fd).Port())}
 		t.mu.Lock()
 		err = t.conflictLocked(b, reuse)
 		if err == nil {
@@ -168,10 +220,23 @@ func (t *portTable) bind(tr transport, addr netip.AddrPort, reuse, afonly bool) 
 		if err == nil {
 			return b, nil
 		}
-		_ = unix.Close(fd) // the OS reused a port the table holds: try another
+		_ = unix.Close(fd) // the OS picked a port the table holds: try another
 	}
 	return nil, fmt.Errorf("soft: no free port: %w", syscall.EADDRNOTAVAIL)
 }
+
+// ephemeralRange returns net.ipv4.ip_local_port_range (read once), or the
+// kernel's default range when it cannot be read.
+var ephemeralRange = sync.OnceValues(func() (int, int) {
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err == nil {
+		var low, high int
+		if _, err := fmt.Sscan(string(b), &low, &high); err == nil && 0 < low && low <= high && high < 1<<16 {
+			return low, high
+		}
+	}
+	return 32768, 60999
+})
 
 // bindSocket opens a socket of the right family and type bound to addr.
 func bindSocket(tr transport, addr netip.AddrPort, afonly bool) (int, error) {
@@ -180,10 +245,9 @@ func bindSocket(tr transport, addr netip.AddrPort, afonly bool) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	// SO_REUSEADDR, as siw sets it, but only after choosing an ephemeral
-	// port: with it set, bind(port 0) searches a half of the range and
-	// skips every TIME_WAIT socket there, which after many connections
-	// takes milliseconds per bind and ends in EADDRNOTAVAIL.
+	// SO_REUSEADDR for a chosen port, as siw sets it: TIME_WAIT sockets of
+	// earlier connections do not block the port. Not for port 0 (UDP only:
+	// anyPort), where it would let another socket share the port.
 	if addr.Port() != 0 {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	}
@@ -197,9 +261,6 @@ func bindSocket(tr transport, addr netip.AddrPort, afonly bool) (int, error) {
 	if err := unix.Bind(fd, sockaddr(addr)); err != nil {
 		_ = unix.Close(fd)
 		return -1, fmt.Errorf("soft: bind %s: %w", addr, os.NewSyscallError("bind", err))
-	}
-	if addr.Port() == 0 {
-		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	}
 	return fd, nil
 }

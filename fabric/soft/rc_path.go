@@ -126,8 +126,8 @@ type rcPath struct {
 	rxMSN  [3]uint32 // next MSN expected per queue number
 	rcv    rxRecv
 	wr     rxWrite
-	rrOn   bool // a Read Response is being placed (ORQ head)
-	rrDone int  // bytes of it placed
+	rrOn   bool       // a Read Response is being placed (ORQ head)
+	rrDone int        // bytes of it placed
 	irq    []irqEntry // ring, grown on demand up to ird entries
 	irqH   int
 	irqN   int
