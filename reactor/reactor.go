@@ -213,24 +213,33 @@ func (r *Reactor) Register(ch Channel, h id.Handler) error {
 	if src == nil {
 		return fmt.Errorf("reactor: channel closed: %w", syscall.EBADF)
 	}
+	return r.add(&registration{ch: ch, src: src, fd: ch.Fd(), h: h}, func() bool {
+		_, dup := r.byCh[ch]
+		return !dup
+	}, func(reg *registration) { r.byCh[ch] = reg })
+}
+
+// add registers reg: fresh reports whether its channel or queue is not yet
+// registered and record files it (both under regMu). epoll_ctl is safe
+// from any goroutine; the loop learns of the key through a task. A
+// readiness report that comes first is ignored, and being level-triggered
+// it comes again.
+func (r *Reactor) add(reg *registration, fresh func() bool, record func(*registration)) error {
 	if r.state.Load() != 0 {
 		return ErrClosed
 	}
 	r.regMu.Lock()
-	if _, dup := r.byCh[ch]; dup {
+	if !fresh() {
 		r.regMu.Unlock()
 		return ErrRegistered
 	}
 	r.nextKk++
-	reg := &registration{key: r.nextKk, ch: ch, src: src, fd: ch.Fd(), h: h}
-	// epoll_ctl is safe from any goroutine; the loop learns of the key
-	// through a task. A readiness report that comes first is ignored, and
-	// being level-triggered it comes again.
+	reg.key = r.nextKk
 	if err := r.poller.Add(reg.fd, poll.In, reg.key); err != nil {
 		r.regMu.Unlock()
 		return err
 	}
-	r.byCh[ch] = reg
+	record(reg)
 	r.regMu.Unlock()
 	r.call(func() {
 		r.regs[reg.key] = reg
@@ -269,29 +278,14 @@ func (r *Reactor) RegisterCQ(cq id.CQ, h CompletionHandler) error {
 	if h == nil || cq == nil {
 		return fmt.Errorf("reactor: nil completion queue or handler: %w", syscall.EINVAL)
 	}
-	if r.state.Load() != 0 {
-		return ErrClosed
+	fd := cq.Fd()
+	if fd < 0 {
+		return fmt.Errorf("reactor: completion queue has no descriptor (destroyed?): %w", syscall.EBADF)
 	}
-	r.regMu.Lock()
-	if _, dup := r.byCQ[cq]; dup {
-		r.regMu.Unlock()
-		return ErrRegistered
-	}
-	r.nextKk++
-	reg := &registration{key: r.nextKk, cq: cq, fd: cq.Fd(), ch2: h, wcs: make([]id.WC, 32)}
-	if err := r.poller.Add(reg.fd, poll.In, reg.key); err != nil {
-		r.regMu.Unlock()
-		return err
-	}
-	r.byCQ[cq] = reg
-	r.regMu.Unlock()
-	r.call(func() {
-		r.regs[reg.key] = reg
-		if r.paused {
-			_ = r.poller.Modify(reg.fd, 0, reg.key)
-		}
-	})
-	return nil
+	return r.add(&registration{cq: cq, fd: fd, ch2: h, wcs: make([]id.WC, 32)}, func() bool {
+		_, dup := r.byCQ[cq]
+		return !dup
+	}, func(reg *registration) { r.byCQ[cq] = reg })
 }
 
 // UnregisterCQ stops polling a completion queue. Completions already taken
