@@ -539,10 +539,12 @@ func (c *cb) accept() error {
 	return nil
 }
 
-// serveChild runs one accepted connection: QP, buffers, accept, pings,
-// disconnect.
-func (c *cb) serveChild() int {
-	if err := c.setupQP(c.child); err != nil {
+// prepare readies cm's side of a connection as rping does on both sides:
+// QP, buffers, the first receive and the CQ goroutine, then connect (accept
+// or connect); on a failure it prints rping's message and stops the CQ
+// goroutine. It returns 0 or -1.
+func (c *cb) prepare(cm *id.ID, connect func() error) int {
+	if err := c.setupQP(cm); err != nil {
 		c.o.eprintf("setup_qp failed: %d\n", -1)
 		return -1
 	}
@@ -556,10 +558,19 @@ func (c *cb) serveChild() int {
 	}
 	c.cqDone = make(chan struct{})
 	go c.cqThread()
-	if err := c.accept(); err != nil {
+	if err := connect(); err != nil {
 		c.o.eprintf("connect error %d\n", -1)
 		c.cqStop.Store(true)
 		c.joinCQThread()
+		return -1
+	}
+	return 0
+}
+
+// serveChild runs one accepted connection: QP, buffers, accept, pings,
+// disconnect.
+func (c *cb) serveChild() int {
+	if c.prepare(c.child, c.accept) != 0 {
 		return -1
 	}
 	ret := c.testServer()
@@ -724,24 +735,7 @@ func (c *cb) runClient() int {
 	if err := c.bindClient(); err != nil {
 		return -1
 	}
-	if err := c.setupQP(c.cmID); err != nil {
-		c.o.eprintf("setup_qp failed: %d\n", -1)
-		return -1
-	}
-	if err := c.setupBuffers(); err != nil {
-		c.o.eprintf("rping_setup_buffers failed: %d\n", -1)
-		return -1
-	}
-	if err := c.postRecv(); err != nil {
-		c.o.eprintf("ibv_post_recv failed: %v\n", err)
-		return -1
-	}
-	c.cqDone = make(chan struct{})
-	go c.cqThread()
-	if err := c.connectClient(); err != nil {
-		c.o.eprintf("connect error %d\n", -1)
-		c.cqStop.Store(true)
-		c.joinCQThread()
+	if c.prepare(c.cmID, c.connectClient) != 0 {
 		return -1
 	}
 	ret := c.testClient()
