@@ -1,48 +1,19 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"github.com/cmrt/cmrt/examples/internal/tool"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/cmrt/cmrt/examples/internal/tool"
+	"github.com/cmrt/cmrt/examples/internal/tooltest"
 	"github.com/cmrt/cmrt/fabric/soft"
 )
-
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-}
 
 // pingData is what rping prints for ping n of size bytes with -v.
 func pingData(n, size int) string {
@@ -59,9 +30,9 @@ func pingData(n, size int) string {
 
 // server starts an rping server; its stdout and stderr are collected
 // apart.
-func server(ctx context.Context, t *testing.T, args ...string) (out, errs *lockedBuf, rc <-chan int) {
+func server(ctx context.Context, t *testing.T, args ...string) (out, errs *tooltest.Buffer, rc <-chan int) {
 	t.Helper()
-	out, errs = &lockedBuf{}, &lockedBuf{}
+	out, errs = &tooltest.Buffer{}, &tooltest.Buffer{}
 	ch := make(chan int, 1)
 	go func() { ch <- runContext(ctx, append([]string{"-s", "-d"}, args...), out, errs) }()
 	deadline := time.Now().Add(5 * time.Second)
@@ -101,10 +72,10 @@ func TestPing(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			port := freePort(t)
+			port := strconv.Itoa(tooltest.FreePorts(t, 1))
 			args := []string{"-a", "127.0.0.1", "-p", port, "-C", strconv.Itoa(tc.count), "-S", strconv.Itoa(tc.size), "-v"}
 			sout, serr, src := server(context.Background(), t, args...)
-			cout, cerr := &lockedBuf{}, &lockedBuf{}
+			cout, cerr := &tooltest.Buffer{}, &tooltest.Buffer{}
 			crc := run(append([]string{"-c", "-V"}, args...), cout, cerr)
 			srv := wait(t, src)
 			var want, wantS strings.Builder
@@ -134,10 +105,10 @@ func TestPing(t *testing.T) {
 // TestPersistent serves two clients, one after the other, then stops.
 func TestPersistent(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	port := freePort(t)
+	port := strconv.Itoa(tooltest.FreePorts(t, 1))
 	_, serr, src := server(ctx, t, "-P", "-a", "127.0.0.1", "-p", port)
 	for k := 0; k < 2; k++ {
-		out, errs := &lockedBuf{}, &lockedBuf{}
+		out, errs := &tooltest.Buffer{}, &tooltest.Buffer{}
 		if rc := run([]string{"-c", "-a", "127.0.0.1", "-p", port, "-C", "2", "-V"}, out, errs); rc != 0 {
 			t.Fatalf("client %d: rc %d %s %s", k, rc, out.String(), errs.String())
 		}
@@ -156,13 +127,13 @@ func TestErrors(t *testing.T) {
 		rc   int
 		msg  string
 	}{
-		{[]string{"-c", "-a", "127.0.0.1", "-p", freePort(t), "-C", "1"}, 255, "cma event RDMA_CM_EVENT_REJECTED, error -111"},
+		{[]string{"-c", "-a", "127.0.0.1", "-p", strconv.Itoa(tooltest.FreePorts(t, 1)), "-C", "1"}, 255, "cma event RDMA_CM_EVENT_REJECTED, error -111"},
 		{[]string{"-v"}, 22, "rping -s [-vVd]"},
 		{[]string{"-s", "-S", "10"}, 22, "Invalid size 10"},
 		{[]string{"-s", "-C", "-1"}, 22, "Invalid count -1"},
 		{[]string{"-s", "-x"}, 22, "rping -c"},
 	} {
-		out := &lockedBuf{}
+		out := &tooltest.Buffer{}
 		if rc := run(tc.args, out, out); rc != tc.rc || !strings.Contains(out.String(), tc.msg) {
 			t.Errorf("%v: rc %d, want %d with %q:\n%s", tc.args, rc, tc.rc, tc.msg, out.String())
 		}

@@ -1,52 +1,22 @@
 package main
 
 import (
-	"bytes"
-	"github.com/cmrt/cmrt/examples/internal/tool"
-	"net"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/cmrt/cmrt/examples/internal/tool"
+	"github.com/cmrt/cmrt/examples/internal/tooltest"
 	"github.com/cmrt/cmrt/fabric/soft"
 )
 
-// lockedBuf collects a program's output while it runs.
-type lockedBuf struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuf) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuf) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
-}
-
 // serve runs the server in the background until it prints its start line.
-func serve(t *testing.T, args ...string) (out *lockedBuf, rc <-chan int) {
+func serve(t *testing.T, args ...string) (out *tooltest.Buffer, rc <-chan int) {
 	t.Helper()
-	out = &lockedBuf{}
+	out = &tooltest.Buffer{}
 	ch := make(chan int, 1)
 	go func() { ch <- run(args, out, out) }()
 	deadline := time.Now().Add(5 * time.Second)
@@ -60,7 +30,7 @@ func serve(t *testing.T, args ...string) (out *lockedBuf, rc <-chan int) {
 	return out, ch
 }
 
-func waitRC(t *testing.T, rc <-chan int, out *lockedBuf) int {
+func waitRC(t *testing.T, rc <-chan int, out *tooltest.Buffer) int {
 	t.Helper()
 	select {
 	case v := <-rc:
@@ -112,10 +82,10 @@ func TestServerClient(t *testing.T) {
 			for k, v := range tc.env {
 				t.Setenv(k, v)
 			}
-			port := freePort(t)
+			port := strconv.Itoa(tooltest.FreePorts(t, 1))
 			sargs := append([]string{"-b", "127.0.0.1", "-p", port}, tc.args...)
 			sout, src := serve(t, sargs...)
-			cout := &lockedBuf{}
+			cout := &tooltest.Buffer{}
 			crc := run(append([]string{"-s", "127.0.0.1", "-p", port}, tc.args...), cout, cout)
 			srv := waitRC(t, src, sout)
 			wantS, wantC := serverOut, clientOut
@@ -140,21 +110,21 @@ func TestServerClient(t *testing.T) {
 
 func TestErrors(t *testing.T) {
 	t.Run("no-server", func(t *testing.T) {
-		out := &lockedBuf{}
-		rc := run([]string{"-s", "127.0.0.1", "-p", freePort(t)}, out, out)
+		out := &tooltest.Buffer{}
+		rc := run([]string{"-s", "127.0.0.1", "-p", strconv.Itoa(tooltest.FreePorts(t, 1))}, out, out)
 		if rc == 0 || !strings.Contains(out.String(), "cmatose: event: RDMA_CM_EVENT_REJECTED, error: -111") ||
 			!strings.HasSuffix(out.String(), "return status -111\n") {
 			t.Fatalf("rc %d:\n%s", rc, out.String())
 		}
 	})
 	t.Run("bad-option", func(t *testing.T) {
-		out := &lockedBuf{}
+		out := &tooltest.Buffer{}
 		if rc := run([]string{"-x"}, out, out); rc != 1 || !strings.Contains(out.String(), "usage: ucmatose") {
 			t.Fatalf("rc %d:\n%s", rc, out.String())
 		}
 	})
 	t.Run("unresolvable", func(t *testing.T) {
-		out := &lockedBuf{}
+		out := &tooltest.Buffer{}
 		if rc := run([]string{"-s", "no-such-host.invalid"}, out, out); rc == 0 || !strings.Contains(out.String(), "getaddrinfo error") {
 			t.Fatalf("rc %d:\n%s", rc, out.String())
 		}
