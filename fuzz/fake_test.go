@@ -486,6 +486,10 @@ func (d *fakeDriver) syncCall(s *fakeSlot, c id.Call, st id.State) {
 		return
 	}
 	before := len(s.ep.Calls())
+	// A synchronous call takes the next event on the id's private channel,
+	// whatever it is (librdmacm's ucma_complete): an event injected earlier
+	// and not yet taken answers this call instead of the injected answer.
+	stray := s.ep.Queued() > 0
 	fabricOp := c.String()
 	if c == id.CallJoin {
 		fabricOp = "join"
@@ -531,7 +535,7 @@ func (d *fakeDriver) syncCall(s *fakeSlot, c id.Call, st id.State) {
 		d.fatalf("sync %s on id %d did not return\n%s", c, s.cm.Handle(), stacks())
 	}
 	d.logf("sync %s on %d (%s): answer %v %s %d (group %s) injected %v: %s", c, s.cm.Handle(), st, answer, ev, status, group, injected, errnoOf(err))
-	if injected && err != nil && status == 0 && ev != id.EventRejected {
+	if injected && !stray && err != nil && status == 0 && ev != id.EventRejected {
 		d.fatalf("sync %s answered with %s failed: %v", c, ev, err)
 	}
 	if injected && errors.Is(err, id.ErrCanceled) {

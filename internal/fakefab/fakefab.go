@@ -212,6 +212,15 @@ func (e *Endpoint) Destroyed() bool {
 	return e.destroyed
 }
 
+// Queued returns how many events wait on the endpoint's source (for a
+// synchronous id, its private channel: all of them are the id's).
+func (e *Endpoint) Queued() int {
+	e.mu.Lock()
+	src := e.src
+	e.mu.Unlock()
+	return src.q.Len()
+}
+
 // Inject queues an event of type t with status for the endpoint; it reports
 // false if the endpoint is destroyed or not yet accepted.
 func (e *Endpoint) Inject(t id.EventType, status int32, pd []byte) bool {
