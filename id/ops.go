@@ -117,7 +117,10 @@ var defaultConnParam = ConnParam{
 // RC ids get ESTABLISHED (or CONNECT_RESPONSE when the application drives
 // its own QP), REJECTED, UNREACHABLE or CONNECT_ERROR; UD ids get
 // ESTABLISHED with UD parameters, or UNREACHABLE. A nil p uses the
-// defaults. Private data over the limit is EINVAL.
+// defaults. Private data over the limit is EINVAL. On the soft fabric, a
+// connection from the id's explicitly bound port to the same destination
+// that still exists (TIME_WAIT) is EADDRNOTAVAIL; a port the fabric chose
+// is changed for another instead.
 func (i *ID) Connect(p *ConnParam) error {
 	return i.ConnectContext(context.Background(), p)
 }

@@ -317,17 +317,66 @@ func (ep *endpoint) Connect(p *id.ConnParam) error {
 	param := *p
 	param.PrivateData = append([]byte(nil), p.PrivateData...)
 	c := &conn{l: l, f: ep.f, fd: fd, state: csConnecting, active: true, ep: ep, param: param}
-	ep.conn = c
 	remote := ep.remote
 	ep.mu.Unlock()
 
-	ep.applySockopts(fd, p.RetryCount)
-	cerr := unix.Connect(fd, sockaddr(remote))
+	// The id's calls are serialized: no other Connect, nor Destroy, runs
+	// until this returns, and c stays private until it is published.
+	cerr := ep.dial(c, remote)
+	ep.mu.Lock()
+	if cerr == unix.EADDRNOTAVAIL {
+		// The connection from this port to the peer exists already (in
+		// TIME_WAIT, most often) and the id's port was bound explicitly:
+		// fail the call as siw's connect does, leaving the id bound and
+		// able to try again. The socket goes back to the binding.
+		local := ep.local
+		ep.bind.fd = c.fd
+		ep.mu.Unlock()
+		ep.f.eng.release(l)
+		return fmt.Errorf("soft: connect from %s to %s: the connection exists: %w", local, remote, syscall.EADDRNOTAVAIL)
+	}
+	ep.conn = c
+	ep.mu.Unlock()
 	if cerr == unix.EINPROGRESS {
 		cerr = nil
 	}
 	l.post(func() { c.startActive(cerr) })
 	return nil
+}
+
+// maxRedials bounds how many other ports dial tries.
+const maxRedials = 8
+
+// dial starts c's TCP connection. When connect(2) says EADDRNOTAVAIL (a
+// connection from the same port to the same peer exists, in TIME_WAIT most
+// often) and the fabric chose the id's port, the id moves to another port
+// and tries again, as the kernel's autobind would have skipped that port;
+// an id bound to an explicit port gets the error. c is not yet shared.
+func (ep *endpoint) dial(c *conn, remote netip.AddrPort) error {
+	for tries := 0; ; tries++ {
+		ep.applySockopts(c.fd, c.param.RetryCount)
+		err := unix.Connect(c.fd, sockaddr(remote))
+		if err != unix.EADDRNOTAVAIL || tries == maxRedials {
+			return err
+		}
+		ep.mu.Lock()
+		b := ep.bind
+		if !b.auto {
+			ep.mu.Unlock()
+			return err
+		}
+		nb, merr := ep.f.ports.move(b)
+		if merr != nil {
+			ep.mu.Unlock()
+			return err
+		}
+		_ = unix.Close(c.fd)
+		c.fd = nb.takeFD()
+		ep.bind = nb
+		ep.local = netip.AddrPortFrom(ep.local.Addr(), nb.addr.Port())
+		ep.mu.Unlock()
+		ep.f.log.Debug().Uint16("from", b.addr.Port()).Uint16("to", nb.addr.Port()).Stringer("peer", remote).Msg("connection exists: moved to another port")
+	}
 }
 
 // Accept implements id.Endpoint.

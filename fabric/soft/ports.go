@@ -36,7 +36,8 @@ type binding struct {
 	reuse     bool
 	afonly    bool
 	listening bool
-	fd        int // -1 once taken
+	auto      bool // the fabric chose the port (bound to port 0)
+	fd        int  // -1 once taken
 }
 
 // takeFD hands the bound socket to a connection or listener.
@@ -56,6 +57,13 @@ type portKey struct {
 type portTable struct {
 	mu sync.Mutex
 	m  map[portKey][]*binding
+
+	// low and high bound the TCP ports rangePort picks from, and first
+	// picks where its scan starts among n ports; tests set them
+	// (export_test.go), zero values mean ip_local_port_range and a random
+	// start.
+	low, high int
+	first     func(n int) int
 }
 
 // conflict returns the errno the kernel gives when b cannot share its port
@@ -138,10 +146,17 @@ func (t *portTable) listen(b *binding) error {
 func (t *portTable) bind(tr transport, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
 	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
 	if addr.Port() == 0 {
+		var b *binding
+		var err error
 		if tr == udp {
-			return t.anyPort(tr, addr, reuse, afonly)
+			b, err = t.anyPort(tr, addr, reuse, afonly)
+		} else {
+			b, err = t.rangePort(tr, addr, reuse, afonly, 0)
 		}
-		return t.rangePort(tr, addr, reuse, afonly)
+		if err == nil {
+			b.auto = true
+		}
+		return b, err
 	}
 	return t.explicitPort(tr, addr, reuse, afonly)
 }
@@ -168,17 +183,29 @@ func (t *portTable) explicitPort(tr transport, addr netip.AddrPort, reuse, afonl
 	return b, nil
 }
 
-// rangePort binds a TCP port from the ephemeral range, starting at a random
-// one and going up, as cma_alloc_any_port does. SO_REUSEADDR (set for an
-// explicit port) lets a port whose old connections are in TIME_WAIT be
-// bound again at once; a port another socket really holds is skipped.
-func (t *portTable) rangePort(tr transport, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
-	low, high := ephemeralRange()
+// rangePort binds a TCP port from the ephemeral range other than skip,
+// starting at a random one and going up, as cma_alloc_any_port does.
+// SO_REUSEADDR (set for an explicit port) lets a port whose old connections
+// are in TIME_WAIT be bound again at once; a port another socket really
+// holds is skipped.
+func (t *portTable) rangePort(tr transport, addr netip.AddrPort, reuse, afonly bool, skip uint16) (*binding, error) {
+	low, high := t.low, t.high
+	if low == 0 {
+		low, high = ephemeralRange()
+	}
 	n := high - low + 1
-	start := rand.IntN(n)
+	first := rand.IntN
+	if t.first != nil {
+		first = t.first
+	}
+	start := first(n)
 	for k := 0; k < n; k++ {
+		port := uint16(low + (start+k)%n)
+		if port == skip {
+			continue
+		}
 		b := &binding{tr: tr, reuse: reuse, afonly: afonly, fd: -1,
-			addr: netip.AddrPortFrom(addr.Addr(), uint16(low+(start+k)%n))}
+			addr: netip.AddrPortFrom(addr.Addr(), port)}
 		t.mu.Lock()
 		if t.conflictLocked(b, reuse) != nil {
 			t.mu.Unlock()
@@ -198,6 +225,22 @@ func (t *portTable) rangePort(tr transport, addr netip.AddrPort, reuse, afonly b
 		// Another socket really holds the port, or it is reserved.
 	}
 	return nil, fmt.Errorf("soft: no free port in %d-%d: %w", low, high, syscall.EADDRNOTAVAIL)
+}
+
+// move gives an auto-bound TCP binding whose socket could not connect
+// another port, releasing the old one (whose socket the caller took and
+// closes). Linux's own autobind skips ports whose connection to the same
+// peer still exists (TIME_WAIT); a port chosen from the range at bind time
+// cannot know the peer, so Connect moves the id when connect(2) says
+// EADDRNOTAVAIL.
+func (t *portTable) move(b *binding) (*binding, error) {
+	nb, err := t.rangePort(b.tr, netip.AddrPortFrom(b.addr.Addr(), 0), b.reuse, b.afonly, b.addr.Port())
+	if err != nil {
+		return nil, err
+	}
+	nb.auto = true
+	t.remove(b)
+	return nb, nil
 }
 
 // anyPort lets the OS pick a UDP port (bound without SO_REUSEADDR, which on

@@ -1,0 +1,160 @@
+package soft_test
+
+import (
+	"context"
+	"net"
+	"net/netip"
+	"syscall"
+	"testing"
+
+	"github.com/cmrt/cmrt/fabric/soft"
+	"github.com/cmrt/cmrt/id"
+)
+
+// occupiedTuple holds a TCP connection from 127.0.0.1:port to the returned
+// address, whose listener is already closed, so a cmrt listener can take
+// the address and an id connecting to it from port finds the connection
+// there: connect(2) says EADDRNOTAVAIL, as for a TIME_WAIT one, but without
+// the kernel's timestamp rules that let TIME_WAIT be reused after a second.
+func occupiedTuple(t *testing.T, port uint16) netip.AddrPort {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := net.Dialer{
+		LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: int(port)},
+		Control: func(_, _ string, rc syscall.RawConn) error {
+			var serr error
+			err := rc.Control(func(fd uintptr) {
+				serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1)
+			})
+			if err != nil {
+				return err
+			}
+			return serr
+		},
+	}
+	cli, err := d.DialContext(context.Background(), "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := netip.MustParseAddrPort(ln.Addr().String())
+	_ = ln.Close()
+	t.Cleanup(func() {
+		_ = cli.Close()
+		_ = srv.Close()
+	})
+	return dst
+}
+
+// freePortPair returns a port p with p and p+1 free on 127.0.0.1.
+func freePortPair(t *testing.T) uint16 {
+	t.Helper()
+	for range 50 {
+		a, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := uint16(a.Addr().(*net.TCPAddr).Port)
+		b, err := net.Listen("tcp", netip.AddrPortFrom(loopback, p+1).String())
+		_ = a.Close()
+		if err == nil {
+			_ = b.Close()
+			if p < 65535 {
+				return p
+			}
+		}
+	}
+	t.Fatal("no two adjacent free ports")
+	return 0
+}
+
+func TestConnectMovesAutoPortOffExistingConnection(t *testing.T) {
+	p := freePortPair(t)
+	dst := occupiedTuple(t, p)
+
+	srvCh := mkChan(t, nil)
+	lis := mkID(t, srvCh, nil, id.PSTCP)
+	defer lis.Destroy()
+	if err := lis.Bind(dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := lis.Listen(1); err != nil {
+		t.Fatal(err)
+	}
+
+	f := soft.New(soft.WithName("soft-redial"))
+	soft.SetPortRange(f, int(p), int(p)+1, func(int) int { return 0 })
+	ch := mkChan(t, f)
+	cm := mkID(t, ch, nil, id.PSTCP)
+	defer cm.Destroy()
+	routeTo(t, ch, cm, dst)
+	if got := cm.SrcPort(); got != p {
+		t.Fatalf("resolved to source port %d, want %d (the scan's first)", got, p)
+	}
+	if err := cm.Connect(&id.ConnParam{}); err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	req := await(t, srvCh, id.EventConnectRequest)
+	child := req.ID
+	if got := child.DstPort(); got != p+1 {
+		t.Errorf("request from port %d, want %d", got, p+1)
+	}
+	if err := child.Accept(&id.ConnParam{}); err != nil {
+		t.Fatal(err)
+	}
+	_ = req.Ack()
+	_ = await(t, ch, id.EventEstablished).Ack()
+	_ = await(t, srvCh, id.EventEstablished).Ack()
+	if got := cm.SrcPort(); got != p+1 {
+		t.Errorf("connected from port %d, want %d", got, p+1)
+	}
+	if err := cm.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	_ = await(t, ch, id.EventDisconnected).Ack()
+	_ = await(t, srvCh, id.EventDisconnected).Ack()
+	_ = child.Destroy()
+}
+
+func TestConnectFromExplicitPortWithExistingConnection(t *testing.T) {
+	p := freePortPair(t)
+	dst := occupiedTuple(t, p)
+	srvCh := mkChan(t, nil)
+	lis := mkID(t, srvCh, nil, id.PSTCP)
+	defer lis.Destroy()
+	if err := lis.Bind(dst); err != nil {
+		t.Fatal(err)
+	}
+	if err := lis.Listen(1); err != nil {
+		t.Fatal(err)
+	}
+
+	ch := mkChan(t, nil)
+	before := fds(t)
+	cm := mkID(t, ch, nil, id.PSTCP)
+	if err := cm.Bind(netip.AddrPortFrom(loopback, p)); err != nil {
+		t.Fatal(err)
+	}
+	routeTo(t, ch, cm, dst)
+	// The user chose the port: the call fails, as siw's connect does, and
+	// the id stays where it was.
+	cmErrno(t, cm.Connect(&id.ConnParam{}), syscall.EADDRNOTAVAIL)
+	if st := cm.State(); st != id.StateRouteResolved {
+		t.Fatalf("state %s after the failed connect, want %s", st, id.StateRouteResolved)
+	}
+	if got := cm.SrcPort(); got != p {
+		t.Fatalf("source port %d, want %d", got, p)
+	}
+	if err := cm.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if n := fds(t); n > before {
+		t.Fatalf("%d descriptors after destroy, %d before", n, before)
+	}
+}
