@@ -28,8 +28,9 @@ import (
 //
 // The ids watched are those with a local address: bound (Bind, or bound by
 // ResolveAddr or Listen) or born from a connection request. The watch costs
-// a NETLINK_ROUTE subscription (three descriptors) and one goroutine, held
-// only while at least one id is watched: an idle fabric holds none. The
+// a NETLINK_ROUTE subscription (three descriptors), one goroutine and the
+// route socket the fabric's lookups share, held only while at least one id
+// is watched: an idle fabric holds none. The
 // subscription lives in the network namespace of the thread that bound the
 // first id, which is the namespace of the fabric's sockets.
 type netmon struct {
@@ -38,6 +39,9 @@ type netmon struct {
 	mu  sync.Mutex
 	eps map[*endpoint]*watch
 	cur *monitor // nil while nothing is watched (or the subscription failed)
+	// rc is the route socket the fabric's lookups share while ids are
+	// watched (see lookupRoute); nil otherwise.
+	rc *netlink.Conn
 }
 
 // watch is what the monitor reported for one endpoint.
@@ -65,6 +69,9 @@ func (n *netmon) track(ep *endpoint) {
 	if n.cur == nil {
 		n.cur = n.startLocked()
 	}
+	if n.rc == nil {
+		n.rc, _ = netlink.Dial() // on failure, lookups open their own
+	}
 }
 
 // untrack stops watching ep; the last one stops the subscription before
@@ -77,14 +84,48 @@ func (n *netmon) untrack(ep *endpoint) {
 	}
 	delete(n.eps, ep)
 	var stop *monitor
+	var rc *netlink.Conn
 	if len(n.eps) == 0 {
 		stop, n.cur = n.cur, nil
+		rc, n.rc = n.rc, nil
 	}
 	n.mu.Unlock()
+	if rc != nil {
+		_ = rc.Close() // waits for a lookup in progress
+	}
 	if stop != nil {
 		_ = stop.m.Close() // wakes the reader
 		<-stop.done
 	}
+}
+
+// sharesRouteSocket reports whether lookups share a route socket (tests).
+func (n *netmon) sharesRouteSocket() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.rc != nil
+}
+
+// lookupRoute asks the routing table about dst (from src, if valid) with
+// one RTM_GETROUTE, on the socket shared while ids are watched, or on a
+// socket of its own when none is (an unbound id's first resolution).
+func (n *netmon) lookupRoute(dst, src netip.Addr) (netlink.Route, error) {
+	n.mu.Lock()
+	rc := n.rc
+	n.mu.Unlock()
+	if rc != nil {
+		r, err := rc.RouteLookup(dst, src)
+		if !errors.Is(err, netlink.ErrClosed) {
+			return r, err
+		}
+		// The last watched id went meanwhile.
+	}
+	c, err := netlink.Dial()
+	if err != nil {
+		return netlink.Route{}, err
+	}
+	defer c.Close()
+	return c.RouteLookup(dst, src)
 }
 
 // watching returns how many endpoints are watched and whether a

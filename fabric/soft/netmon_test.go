@@ -15,8 +15,9 @@ import (
 	"github.com/cmrt/cmrt/id"
 )
 
-// TestNetmonLifetime checks that the address monitor exists exactly while
-// an id is bound: an idle fabric holds no subscription and no goroutine.
+// TestNetmonLifetime checks that the address monitor and the shared route
+// socket exist exactly while an id is bound: an idle fabric holds no
+// subscription, no socket and no goroutine.
 func TestNetmonLifetime(t *testing.T) {
 	f := New()
 	ch := newRCChan(t, f)
@@ -42,8 +43,17 @@ func TestNetmonLifetime(t *testing.T) {
 	if err := b.Bind(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
 		t.Fatal(err)
 	}
-	if n, on := f.mon.watching(); n != 2 || !on {
-		t.Fatalf("two bound ids: watching %d, monitor running %v", n, on)
+	if n, on := f.mon.watching(); n != 2 || !on || !f.mon.sharesRouteSocket() {
+		t.Fatalf("two bound ids: watching %d, monitor running %v, route socket %v", n, on, f.mon.sharesRouteSocket())
+	}
+	// Resolution uses the shared socket: no descriptor more or less.
+	during := countFDs(t)
+	if err := a.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("127.0.0.1:7471"), time.Second); err != nil {
+		t.Fatal(err)
+	}
+	ch.want(t, id.EventAddrResolved)
+	if n := countFDs(t); n != during {
+		t.Errorf("descriptors: %d while bound, %d after a resolution", during, n)
 	}
 	if err := a.Destroy(); err != nil {
 		t.Fatal(err)
@@ -54,8 +64,8 @@ func TestNetmonLifetime(t *testing.T) {
 	if err := b.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	if n, on := f.mon.watching(); n != 0 || on {
-		t.Fatalf("after the last destroy: watching %d, monitor running %v", n, on)
+	if n, on := f.mon.watching(); n != 0 || on || f.mon.sharesRouteSocket() {
+		t.Fatalf("after the last destroy: watching %d, monitor running %v, route socket %v", n, on, f.mon.sharesRouteSocket())
 	}
 	f.Quiesce()
 	if after := countFDs(t); after != before {

@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"syscall"
-
-	"github.com/cmrt/cmrt/internal/netlink"
 )
 
 // routeInfo is what resolution learns of the way to a destination.
@@ -18,14 +16,15 @@ type routeInfo struct {
 
 // route asks the kernel's routing table (RTM_GETROUTE) how dst is reached
 // from src (any source when src is invalid or unspecified): the source
-// address, the next hop, the device that owns the source and the path MTU.
+// address, the next hop, the device that owns the source and the path MTU
+// (the route's, else the device's).
 // Errors carry the kernel's errno (ENETUNREACH, EHOSTUNREACH, ...).
 func (f *Fabric) route(dst, src netip.Addr) (routeInfo, error) {
 	var ri routeInfo
 	if src.IsUnspecified() {
 		src = netip.Addr{}
 	}
-	rt, err := netlink.RouteGet(dst, src, 0)
+	rt, err := f.mon.lookupRoute(dst, src)
 	if err != nil {
 		return ri, fmt.Errorf("soft: route to %s: %w", dst, err)
 	}

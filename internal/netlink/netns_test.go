@@ -170,6 +170,9 @@ func TestNamespace(t *testing.T) {
 					t.Errorf("RouteGet(%v).Dst = %v", dst, r.Dst)
 				}
 			}
+			if x.oif == 0 {
+				checkLookup(t, c, dst, src, r, err)
+			}
 			if (x.oif == 0 && dst.Zone() == "" || x.ipOif != "") && !errors.Is(x.wantErr, syscall.EINVAL) {
 				ns.do(func() { compareRouteWithIP(t, r, err, dst, src, x.ipOif) })
 			}
@@ -200,6 +203,10 @@ func TestNamespace(t *testing.T) {
 			{RouteUnreachable, "2001:db8:dead::/48"}, {RouteProhibit, "2001:db8:beef::/48"}, {RouteBlackhole, "2001:db8:cafe::/48"},
 		} {
 			must(c.addRoute(rt.typ, netip.MustParsePrefix(rt.dst), netip.Addr{}, 0, 0))
+		}
+		// The lean lookup keeps a route's own MTU metric.
+		if r, err := c.RouteLookup(netip.MustParseAddr("198.51.100.7"), netip.Addr{}); err != nil || r.MTU != 1200 {
+			t.Errorf("RouteLookup(198.51.100.7) = %+v, %v; want the route's MTU 1200", r, err)
 		}
 		idx0 := strconv.Itoa(l0.Index)
 		for _, x := range []tc{
@@ -444,4 +451,30 @@ func TestMonitorOverrun(t *testing.T) {
 	}
 	waitFor(t, m, func(ch Change) bool { return ch.Kind == AddrAdded && ch.Addr.Prefix == p && ch.Addr.IfName == "lo" },
 		"AddrAdded after the overrun")
+}
+
+// checkLookup compares RouteLookup with what RouteGet answered for the same
+// destination: the same outcome and the same route, without what only
+// RouteGet fills (interface names, zones, the interface MTU).
+func checkLookup(t *testing.T, c *Conn, dst, src netip.Addr, want Route, wantErr error) {
+	t.Helper()
+	got, err := c.RouteLookup(dst, src)
+	if (err == nil) != (wantErr == nil) || (wantErr != nil && !sameErrno(err, wantErr)) {
+		t.Errorf("RouteLookup(%v from %v) error = %v; RouteGet said %v", dst, src, err, wantErr)
+		return
+	}
+	if err != nil {
+		return
+	}
+	if got.Type != want.Type || got.OIF != want.OIF || got.Table != want.Table || got.DstLen != want.DstLen ||
+		got.Src != want.Src.WithZone("") || got.Gateway != want.Gateway.WithZone("") || got.Dst != want.Dst.WithZone("") ||
+		got.IfName != "" || got.LocalName != "" || (got.MTU != 0 && got.MTU != want.MTU) {
+		t.Errorf("RouteLookup(%v from %v) = %+v\nRouteGet gave %+v", dst, src, got, want)
+	}
+}
+
+// sameErrno reports whether a and b carry the same errno (or both none).
+func sameErrno(a, b error) bool {
+	var ea, eb syscall.Errno
+	return errors.As(a, &ea) == errors.As(b, &eb) && ea == eb
 }

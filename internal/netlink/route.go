@@ -271,28 +271,80 @@ func (c *Conn) RouteGet(dst, src netip.Addr, oif int) (Route, error) {
 	return r, nil
 }
 
+// RouteLookup is a lean [Conn.RouteGet] for callers that need only the
+// route itself: one RTM_GETROUTE request. The Route has no interface names
+// (IfName, LocalIndex, LocalName stay empty, so link-local addresses get no
+// zone), and MTU is the route's own metric, 0 when it has none. Errors are
+// RouteGet's.
+func (c *Conn) RouteLookup(dst, src netip.Addr) (Route, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, _, err := c.routeRequest(dst, src, 0)
+	if err == nil {
+		err = rejectError(r.Type)
+	}
+	if err != nil {
+		return r, fmt.Errorf("netlink: route lookup %v: %w", dst, err)
+	}
+	return r, nil
+}
+
 func (c *Conn) routeGet(dst, src netip.Addr, oif int) (Route, error) {
+	r, oif, err := c.routeRequest(dst, src, oif)
+	if err != nil {
+		return r, err
+	}
+	family, _ := familyOf(r.Dst)
+	if r.OIF > 0 {
+		name, mtu, err := c.linkInfo(r.OIF)
+		if err != nil {
+			return r, fmt.Errorf("output interface %d: %w", r.OIF, err)
+		}
+		r.IfName = name
+		if r.MTU == 0 {
+			r.MTU = mtu
+		}
+	}
+	if r.Type == RouteLocal {
+		if err := c.localOwner(&r, family, oif); err != nil {
+			return r, err
+		}
+	}
+	zone := r.IfName
+	if r.Type == RouteLocal {
+		zone = r.LocalName
+	}
+	r.Dst = withLinkZone(r.Dst, zone)
+	r.Src = withLinkZone(r.Src, zone)
+	r.Gateway = withLinkZone(r.Gateway, r.IfName)
+	return r, rejectError(r.Type)
+}
+
+// routeRequest sends one RTM_GETROUTE and decodes the answer, with Dst and
+// Src filled from the request when the kernel leaves them out. It returns
+// the output interface the request was restricted to. c.mu must be held.
+func (c *Conn) routeRequest(dst, src netip.Addr, oif int) (Route, int, error) {
 	if c.s == nil {
-		return Route{}, ErrClosed
+		return Route{}, 0, ErrClosed
 	}
 	if !dst.IsValid() {
-		return Route{}, fmt.Errorf("invalid destination: %w", syscall.EINVAL)
+		return Route{}, 0, fmt.Errorf("invalid destination: %w", syscall.EINVAL)
 	}
 	if oif < 0 {
-		return Route{}, fmt.Errorf("negative oif %d: %w", oif, syscall.EINVAL)
+		return Route{}, 0, fmt.Errorf("negative oif %d: %w", oif, syscall.EINVAL)
 	}
 	dst = dst.Unmap()
 	var err error
 	if oif, err = c.zoneIndex(dst, oif); err != nil {
-		return Route{}, err
+		return Route{}, 0, err
 	}
 	if src.IsValid() {
 		src = src.Unmap()
 		if src.Is4() != dst.Is4() {
-			return Route{}, fmt.Errorf("source %v and destination differ in family: %w", src, syscall.EINVAL)
+			return Route{}, 0, fmt.Errorf("source %v and destination differ in family: %w", src, syscall.EINVAL)
 		}
 		if oif, err = c.zoneIndex(src, oif); err != nil {
-			return Route{}, err
+			return Route{}, 0, err
 		}
 	}
 
@@ -326,7 +378,7 @@ func (c *Conn) routeGet(dst, src netip.Addr, oif int) (Route, error) {
 		err = malformed("RTM_GETROUTE: no route in reply")
 	}
 	if err != nil {
-		return Route{}, err
+		return Route{}, 0, err
 	}
 
 	if !r.Dst.IsValid() || r.DstLen == 0 {
@@ -335,29 +387,7 @@ func (c *Conn) routeGet(dst, src netip.Addr, oif int) (Route, error) {
 	if !r.Src.IsValid() && src.IsValid() {
 		r.Src = src.WithZone("")
 	}
-	if r.OIF > 0 {
-		name, mtu, err := c.linkInfo(r.OIF)
-		if err != nil {
-			return r, fmt.Errorf("output interface %d: %w", r.OIF, err)
-		}
-		r.IfName = name
-		if r.MTU == 0 {
-			r.MTU = mtu
-		}
-	}
-	if r.Type == RouteLocal {
-		if err := c.localOwner(&r, family, oif); err != nil {
-			return r, err
-		}
-	}
-	zone := r.IfName
-	if r.Type == RouteLocal {
-		zone = r.LocalName
-	}
-	r.Dst = withLinkZone(r.Dst, zone)
-	r.Src = withLinkZone(r.Src, zone)
-	r.Gateway = withLinkZone(r.Gateway, r.IfName)
-	return r, rejectError(r.Type)
+	return r, oif, nil
 }
 
 // rejectError returns the error for a lookup that resolved to a route of
