@@ -41,6 +41,10 @@ const (
 	WRSend WROpcode = iota
 	WRWrite
 	WRRead
+	// WRSendWithInv is a Send that also invalidates the peer's region
+	// InvalidateRKey once the message is placed (iWARP Send with
+	// Invalidate, IBV_WR_SEND_WITH_INV).
+	WRSendWithInv
 )
 
 // SendFlags modify a send work request, as ibv_send_flags.
@@ -70,6 +74,8 @@ type SendWR struct {
 	// RemoteAddr and RKey name the peer's memory for WRWrite and WRRead.
 	RemoteAddr uint64
 	RKey       uint32
+	// InvalidateRKey is the peer's region a WRSendWithInv invalidates.
+	InvalidateRKey uint32
 	// AH, RemoteQPN and RemoteQKey address a UD send.
 	AH         *AHAttr
 	RemoteQPN  uint32
@@ -94,6 +100,7 @@ const (
 	WCLocLenErr      WCStatus = 1
 	WCLocProtErr     WCStatus = 4
 	WCWRFlushErr     WCStatus = 5
+	WCRemInvReqErr   WCStatus = 9
 	WCRemAccessErr   WCStatus = 10
 	WCRemOpErr       WCStatus = 11
 	WCRetryExcErr    WCStatus = 12
@@ -104,7 +111,7 @@ const (
 var wcStatusNames = map[WCStatus]string{
 	WCSuccess: "success", WCLocLenErr: "local length error", WCLocProtErr: "local protection error",
 	WCWRFlushErr: "Work Request Flushed Error", WCRemAccessErr: "remote access error",
-	WCRemOpErr: "remote operation error", WCRetryExcErr: "transport retry counter exceeded",
+	WCRemInvReqErr: "remote invalid request error", WCRemOpErr: "remote operation error", WCRetryExcErr: "transport retry counter exceeded",
 	WCRNRRetryExcErr: "RNR retry counter exceeded", WCGeneralErr: "general error",
 }
 
@@ -141,6 +148,11 @@ type WC struct {
 	GRH bool
 	// Solicited says the peer set the solicited event bit.
 	Solicited bool
+	// Invalidated says the peer's Send with Invalidate invalidated the
+	// local region InvalidatedRKey (IBV_WC_WITH_INV): it no longer serves
+	// remote or local access.
+	Invalidated     bool
+	InvalidatedRKey uint32
 }
 
 // CQ is a completion queue with its completion channel: Fd is readable while
@@ -305,6 +317,14 @@ func (i *ID) PostRecv(wrID uint64, buf []byte, mr MR) error {
 // PostSend posts a Send of buf, as rdma_post_send.
 func (i *ID) PostSend(wrID uint64, buf []byte, mr MR, flags SendFlags) error {
 	return i.post("post_send", SendWR{WRID: wrID, Opcode: WRSend, Flags: flags, Buf: buf, MR: mr})
+}
+
+// PostSendWithInv posts a Send of buf that also invalidates the peer's
+// region rkey once the message is placed there (iWARP Send with
+// Invalidate). The peer's receive completion reports the invalidation.
+func (i *ID) PostSendWithInv(wrID uint64, buf []byte, mr MR, flags SendFlags, rkey uint32) error {
+	return i.post("post_send", SendWR{WRID: wrID, Opcode: WRSendWithInv, Flags: flags, Buf: buf, MR: mr,
+		InvalidateRKey: rkey})
 }
 
 // PostUDSend posts a datagram to the peer ah/qpn with the UD Q_Key, as

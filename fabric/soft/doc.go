@@ -10,6 +10,12 @@
 // table. Bind reserves real ports, so address conflicts give the errno the
 // kernel's rdma_cm gives (EADDRINUSE, EADDRNOTAVAIL).
 //
+// A connected RC id's QP carries RDMAP messages in DDP segments inside MPA
+// FPDUs (RFC 5040/5041/5044, CRC32c when either side asks for it): Send,
+// Send with Solicited Event, Send with Invalidate (the peer's region is
+// invalidated once the message is placed), RDMA Write and RDMA Read, with
+// Terminate messages for protocol and protection errors.
+//
 // All sockets of a fabric are multiplexed by a small, fixed number of epoll
 // loops (one by default), never a goroutine per connection; a loop starts
 // with its first socket and stops with its last, so an idle fabric holds no

@@ -82,16 +82,46 @@ func (t *mrTable) lookup(stag uint32) *mr {
 	return m
 }
 
-// dereg invalidates a region.
+// invalidate makes the region stag names invalid for any further access,
+// remote or local, as a peer's Send with Invalidate does; the region stays
+// registered until dereg. Invalidating an invalid region succeeds, as the
+// verbs allow. It reports false when stag names no region.
+func (t *mrTable) invalidate(stag uint32) bool {
+	idx := stag >> 8
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	if idx == 0 || int(idx) > len(t.regs) {
+		return false
+	}
+	m := t.regs[idx-1]
+	if m == nil || m.stag != stag {
+		return false
+	}
+	m.valid.Store(false)
+	return true
+}
+
+// registered reports whether m is registered in t, valid or invalidated.
+func (t *mrTable) registered(m *mr) bool {
+	idx := m.stag >> 8
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	return idx != 0 && int(idx) <= len(t.regs) && t.regs[idx-1] == m
+}
+
+// dereg deregisters a region, valid or invalidated.
 func (t *mrTable) dereg(x id.MR) error {
 	m, ok := x.(*mr)
-	if !ok || t.lookup(m.stag) != m {
+	if !ok {
 		return fmt.Errorf("soft: unknown memory region: %w", syscall.EINVAL)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	m.valid.Store(false)
 	idx := m.stag >> 8
+	if idx == 0 || int(idx) > len(t.regs) || t.regs[idx-1] != m {
+		return fmt.Errorf("soft: unknown memory region: %w", syscall.EINVAL)
+	}
+	m.valid.Store(false)
 	t.regs[idx-1] = nil
 	t.free = append(t.free, idx)
 	return nil

@@ -50,6 +50,7 @@ type txMsg struct {
 	stag    uint32 // tagged: sink STag
 	to      uint64 // tagged: TO of payload[0]
 	msn     uint32 // untagged
+	inval   uint32 // Send with Invalidate: the peer's STag to invalidate
 	read    iwarp.ReadRequest
 }
 
@@ -76,6 +77,8 @@ type rxRecv struct {
 	m         *mr
 	placed    int
 	solicited bool
+	inval     bool        // a Send with Invalidate
+	invalSTag uint32      // its STag, from the first segment
 	status    id.WCStatus // set when the Send fails it
 }
 
@@ -405,6 +408,12 @@ func (p *rcPath) next() bool {
 				m.op = iwarp.OpSendSE
 			}
 			p.txMSN[iwarp.QNSend]++
+		case id.WRSendWithInv:
+			m.op, m.msn, m.inval = iwarp.OpSendInv, p.txMSN[iwarp.QNSend], s.wr.InvalidateRKey
+			if s.wr.Flags&id.SendSolicited != 0 {
+				m.op = iwarp.OpSendSEInv
+			}
+			p.txMSN[iwarp.QNSend]++
 		case id.WRWrite:
 			m.op, m.stag, m.to = iwarp.OpWrite, s.wr.RKey, s.wr.RemoteAddr
 		case id.WRRead:
@@ -455,7 +464,7 @@ func (p *rcPath) emit() {
 	default:
 		n := min(p.maxUntag, len(m.payload)-m.off)
 		seg = m.payload[m.off : m.off+n]
-		h.MSN, h.MO = m.msn, uint32(m.off)
+		h.MSN, h.MO, h.InvalSTag = m.msn, uint32(m.off), m.inval
 	}
 	m.off += len(seg)
 	h.Last = h.Last || m.off == len(m.payload)
@@ -571,6 +580,9 @@ var (
 	termTBounds     = iwarp.Terminate{Layer: iwarp.LayerDDP, EType: iwarp.DDPETypeTaggedBuf, ECode: iwarp.DDPECodeTBaseBounds}
 	termDDPCatastro = iwarp.Terminate{Layer: iwarp.LayerDDP, EType: iwarp.DDPETypeCatastrophic, ECode: iwarp.DDPECodeCatastrophic}
 	termIRD         = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeRemoteOperation, ECode: iwarp.RDMAPECodeCatastrophicStream}
+	// termCannotInvalidate answers a Send with Invalidate naming no region
+	// of this side.
+	termCannotInvalidate = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeRemoteOperation, ECode: iwarp.RDMAPECodeCannotInvalidate}
 )
 
 func termProt(code uint8) iwarp.Terminate {
@@ -579,17 +591,18 @@ func termProt(code uint8) iwarp.Terminate {
 
 // Errors behind the Terminates the data path sends, for the debug log.
 var (
-	errNoRecv       = errors.New("send with no posted receive")
-	errRecvTooSmall = errors.New("send larger than the posted receive")
-	errMSN          = errors.New("unexpected MSN")
-	errMO           = errors.New("unexpected message offset")
-	errSTag         = errors.New("invalid STag or no access")
-	errBounds       = errors.New("tagged offset out of bounds")
-	errRegionGone   = errors.New("local region deregistered")
-	errIRD          = errors.New("more RDMA Reads than the negotiated IRD")
-	errNoRead       = errors.New("Read Response with no Read outstanding")
-	errInterleaved  = errors.New("messages of one kind interleaved")
-	errNotLast      = errors.New("multi-segment Read Request")
+	errNoRecv           = errors.New("send with no posted receive")
+	errRecvTooSmall     = errors.New("send larger than the posted receive")
+	errMSN              = errors.New("unexpected MSN")
+	errMO               = errors.New("unexpected message offset")
+	errSTag             = errors.New("invalid STag or no access")
+	errBounds           = errors.New("tagged offset out of bounds")
+	errRegionGone       = errors.New("local region deregistered")
+	errIRD              = errors.New("more RDMA Reads than the negotiated IRD")
+	errNoRead           = errors.New("Read Response with no Read outstanding")
+	errInterleaved      = errors.New("messages of one kind interleaved")
+	errNotLast          = errors.New("multi-segment Read Request")
+	errCannotInvalidate = errors.New("Send with Invalidate names no region")
 )
 
 func (p *rcPath) rxSend(h *iwarp.Header, payload, u []byte) {
@@ -608,6 +621,8 @@ func (p *rcPath) rxSend(h *iwarp.Header, payload, u []byte) {
 		}
 		r.active, r.placed, r.status = true, 0, id.WCSuccess
 		r.solicited = h.Op == iwarp.OpSendSE || h.Op == iwarp.OpSendSEInv
+		r.inval = h.Op == iwarp.OpSendInv || h.Op == iwarp.OpSendSEInv
+		r.invalSTag = h.InvalSTag
 	} else if h.MSN != p.rxMSN[iwarp.QNSend] {
 		p.terminate(termUTMSNRange, u, errMSN)
 		return
@@ -631,8 +646,22 @@ func (p *rcPath) rxSend(h *iwarp.Header, payload, u []byte) {
 	}
 	p.rxMSN[iwarp.QNSend]++
 	r.active = false
-	p.qp.rcq.push(id.WC{WRID: r.wr.WRID, Status: id.WCSuccess, Opcode: id.WCRecv, ByteLen: uint32(r.placed),
-		QPNum: p.qp.num, Solicited: r.solicited})
+	wc := id.WC{WRID: r.wr.WRID, Status: id.WCSuccess, Opcode: id.WCRecv, ByteLen: uint32(r.placed),
+		QPNum: p.qp.num, Solicited: r.solicited}
+	if r.inval {
+		// The message is placed: invalidate the region it names, as siw
+		// does at the end of a Send with Invalidate. A region that does
+		// not exist fails the receive and terminates the stream.
+		if !p.qp.mrs.invalidate(r.invalSTag) {
+			wc.Status = id.WCRemInvReqErr
+			p.qp.rcq.push(wc)
+			*r = rxRecv{}
+			p.terminate(termCannotInvalidate, u, errCannotInvalidate)
+			return
+		}
+		wc.Invalidated, wc.InvalidatedRKey = true, r.invalSTag
+	}
+	p.qp.rcq.push(wc)
 	*r = rxRecv{}
 }
 

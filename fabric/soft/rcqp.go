@@ -224,10 +224,12 @@ func (q *rcQP) RegMR(buf []byte, access id.Access) (id.MR, error) {
 // a protection error.
 func (q *rcQP) DeregMR(x id.MR) error { return q.mrs.dereg(x) }
 
-// region returns the live region of this QP that x names.
+// region returns the region of this QP that x names. An invalidated
+// region is accepted: as with verbs, the work request then completes with
+// WCLocProtErr.
 func (q *rcQP) region(x id.MR) (*mr, error) {
 	m, ok := x.(*mr)
-	if !ok || q.mrs.lookup(m.stag) != m {
+	if !ok || !q.mrs.registered(m) {
 		return nil, einval("memory region not registered on this QP")
 	}
 	return m, nil
@@ -237,7 +239,7 @@ func (q *rcQP) region(x id.MR) (*mr, error) {
 // reject or fail at once is EINVAL here.
 func (q *rcQP) checkSend(wr *id.SendWR) (*mr, error) {
 	switch wr.Opcode {
-	case id.WRSend, id.WRWrite, id.WRRead:
+	case id.WRSend, id.WRWrite, id.WRRead, id.WRSendWithInv:
 	default:
 		return nil, einval("post_send: opcode %d", wr.Opcode)
 	}
