@@ -42,7 +42,7 @@ func server(ctx context.Context, t *testing.T, args ...string) (out, errs *toolt
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	tooltest.WaitListening(t, portArg(t, args)) // listen follows the line
+	tooltest.WaitListening(t, tooltest.PortArg(t, args)) // listen follows the line
 	return out, errs, ch
 }
 
@@ -140,20 +140,4 @@ func TestErrors(t *testing.T) {
 	}
 	soft.Default().Quiesce()
 	goleak.VerifyNone(t)
-}
-
-// portArg returns the value of the -p flag in args.
-func portArg(t *testing.T, args []string) int {
-	t.Helper()
-	for k := 0; k+1 < len(args); k++ {
-		if args[k] == "-p" {
-			p, err := strconv.Atoi(args[k+1])
-			if err != nil {
-				t.Fatalf("-p %q: %v", args[k+1], err)
-			}
-			return p
-		}
-	}
-	t.Fatalf("no -p in %q", args)
-	return 0
 }

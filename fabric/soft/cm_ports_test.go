@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
@@ -74,19 +75,26 @@ func freePortPair(t *testing.T) uint16 {
 	return 0
 }
 
-func TestConnectMovesAutoPortOffExistingConnection(t *testing.T) {
-	p := freePortPair(t)
-	dst := occupiedTuple(t, p)
-
-	srvCh := mkChan(t, nil)
-	lis := mkID(t, srvCh, nil, id.PSTCP)
-	defer lis.Destroy()
-	if err := lis.Bind(dst); err != nil {
+// listenAt makes a listening RC id on addr.
+func listenAt(t *testing.T, ch *channel.Channel, addr netip.AddrPort) *id.ID {
+	t.Helper()
+	lis := mkID(t, ch, nil, id.PSTCP)
+	if err := lis.Bind(addr); err != nil {
 		t.Fatal(err)
 	}
 	if err := lis.Listen(1); err != nil {
 		t.Fatal(err)
 	}
+	return lis
+}
+
+func TestConnectMovesAutoPortOffExistingConnection(t *testing.T) {
+	p := freePortPair(t)
+	dst := occupiedTuple(t, p)
+
+	srvCh := mkChan(t, nil)
+	lis := listenAt(t, srvCh, dst)
+	defer lis.Destroy()
 
 	f := soft.New(soft.WithName("soft-redial"))
 	soft.SetPortRange(f, int(p), int(p)+1, func(int) int { return 0 })
@@ -126,14 +134,8 @@ func TestConnectFromExplicitPortWithExistingConnection(t *testing.T) {
 	p := freePortPair(t)
 	dst := occupiedTuple(t, p)
 	srvCh := mkChan(t, nil)
-	lis := mkID(t, srvCh, nil, id.PSTCP)
+	lis := listenAt(t, srvCh, dst)
 	defer lis.Destroy()
-	if err := lis.Bind(dst); err != nil {
-		t.Fatal(err)
-	}
-	if err := lis.Listen(1); err != nil {
-		t.Fatal(err)
-	}
 
 	ch := mkChan(t, nil)
 	before := fds(t)

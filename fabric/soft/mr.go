@@ -69,17 +69,24 @@ func (t *mrTable) reg(buf []byte, access id.Access) (*mr, error) {
 
 // lookup returns the live region an STag names.
 func (t *mrTable) lookup(stag uint32) *mr {
+	if m := t.named(stag); m != nil && m.valid.Load() {
+		return m
+	}
+	return nil
+}
+
+// named returns the registered region an STag names, valid or invalidated.
+func (t *mrTable) named(stag uint32) *mr {
 	idx := stag >> 8
 	t.mu.RLock()
 	defer t.mu.RUnlock()
 	if idx == 0 || int(idx) > len(t.regs) {
 		return nil
 	}
-	m := t.regs[idx-1]
-	if m == nil || m.stag != stag || !m.valid.Load() {
-		return nil
+	if m := t.regs[idx-1]; m != nil && m.stag == stag {
+		return m
 	}
-	return m
+	return nil
 }
 
 // invalidate makes the region stag names invalid for any further access,
@@ -87,27 +94,15 @@ func (t *mrTable) lookup(stag uint32) *mr {
 // registered until dereg. Invalidating an invalid region succeeds, as the
 // verbs allow. It reports false when stag names no region.
 func (t *mrTable) invalidate(stag uint32) bool {
-	idx := stag >> 8
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if idx == 0 || int(idx) > len(t.regs) {
-		return false
+	m := t.named(stag)
+	if m != nil {
+		m.valid.Store(false)
 	}
-	m := t.regs[idx-1]
-	if m == nil || m.stag != stag {
-		return false
-	}
-	m.valid.Store(false)
-	return true
+	return m != nil
 }
 
 // registered reports whether m is registered in t, valid or invalidated.
-func (t *mrTable) registered(m *mr) bool {
-	idx := m.stag >> 8
-	t.mu.RLock()
-	defer t.mu.RUnlock()
-	return idx != 0 && int(idx) <= len(t.regs) && t.regs[idx-1] == m
-}
+func (t *mrTable) registered(m *mr) bool { return t.named(m.stag) == m }
 
 // dereg deregisters a region, valid or invalidated.
 func (t *mrTable) dereg(x id.MR) error {

@@ -126,6 +126,22 @@ func WaitListening(t testing.TB, port int) {
 	t.Fatalf("nothing listens on TCP port %d", port)
 }
 
+// PortArg returns the value of the -p flag in a tool's arguments.
+func PortArg(t testing.TB, args []string) int {
+	t.Helper()
+	for k := 0; k+1 < len(args); k++ {
+		if args[k] == "-p" {
+			p, err := strconv.Atoi(args[k+1])
+			if err != nil {
+				t.Fatalf("-p %q: %v", args[k+1], err)
+			}
+			return p
+		}
+	}
+	t.Fatalf("no -p in %q", args)
+	return 0
+}
+
 func listening(port int) bool {
 	want := fmt.Sprintf(":%04X", port)
 	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
