@@ -202,15 +202,19 @@ func countTimeWait() int {
 
 // BenchmarkIdleFabric measures one synchronous connection at a time (the
 // conc=1 case of BenchmarkConnSetup) on a client fabric with nothing else
-// on it (cold: its epoll loop and its address monitor start and stop with
-// every connection, fabric/soft/loop.go engine.release and
-// fabric/soft/netmon.go untrack) and on one that holds a listening id
-// (warm: both stay up), which is what a grace period before stopping
-// them would give.
+// on it: with no idle grace (cold: its epoll loop and its address monitor
+// start and stop with every connection, fabric/soft/loop.go engine.release
+// and fabric/soft/netmon.go untrack), with the default grace period
+// (grace: both stay up between connections), and with no grace but a
+// listening id that keeps both up (warm, the bound).
 func BenchmarkIdleFabric(b *testing.B) {
-	for _, impl := range []string{"cold", "warm"} {
+	for _, impl := range []string{"cold", "warm", "grace"} {
 		b.Run("impl="+impl, func(b *testing.B) {
-			f := soft.New(soft.WithName("bench-idle-" + impl))
+			opts := []soft.Option{soft.WithName("bench-idle-" + impl)}
+			if impl != "grace" {
+				opts = append(opts, soft.WithIdleGrace(0))
+			}
+			f := soft.New(opts...)
 			if impl == "warm" {
 				keep, err := id.Create(nil, nil, id.PSTCP, id.WithFabric(f))
 				if err != nil {

@@ -166,8 +166,8 @@ for rep in $(seq "$tw_reps"); do
 	runb findings "rep=$rep time-wait" -test.benchtime "$tw_time" -bench.tw "$tw_levels" -test.bench '^BenchmarkTimeWait$'
 done
 for rep in $(seq "$idle_reps"); do
-	order="cold warm"
-	[ $((rep % 2)) = 0 ] && order="warm cold"
+	order="cold warm grace"
+	[ $((rep % 2)) = 0 ] && order="grace warm cold"
 	for impl in $order; do
 		runb findings "rep=$rep idle-fabric $impl" -test.benchtime "${idle_n}x" -test.bench "^BenchmarkIdleFabric\$/^impl=$impl\$"
 	done

@@ -18,8 +18,10 @@
 //
 // All sockets of a fabric are multiplexed by a small, fixed number of epoll
 // loops (one by default), never a goroutine per connection; a loop starts
-// with its first socket and stops with its last, so an idle fabric holds no
-// goroutine and no descriptor beyond its event channels.
+// with its first socket and stops a grace period (WithIdleGrace, 100ms)
+// after its last, so a client making one connection at a time keeps it,
+// and an idle fabric soon holds no goroutine and no descriptor beyond its
+// event channels.
 //
 // Importing the package registers the fabric under the name "soft" (the
 // default fabric of package id).

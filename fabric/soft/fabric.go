@@ -28,6 +28,7 @@ type options struct {
 	connectTimeout time.Duration
 	requestTimeout time.Duration
 	linger         time.Duration
+	idleGrace      time.Duration
 	crc            bool
 	ud             udOptions // UD and multicast settings (ud_options.go)
 	rc             rcOptions // RC data path settings (rc_options.go)
@@ -64,22 +65,34 @@ func WithRequestTimeout(d time.Duration) Option { return func(o *options) { o.re
 // FIN before closing (default 2s).
 func WithLinger(d time.Duration) Option { return func(o *options) { o.linger = d } }
 
+// WithIdleGrace sets how long the fabric keeps its epoll loop, address
+// monitor and route socket once nothing uses them (default 100ms): a
+// client making one connection at a time does not restart them for each.
+// Zero stops them as soon as they are idle. Quiesce stops them at once.
+func WithIdleGrace(d time.Duration) Option { return func(o *options) { o.idleGrace = d } }
+
 // WithCRC asks for MPA CRC32c on connections this fabric initiates or
 // accepts (default off, as siw).
 func WithCRC(on bool) Option { return func(o *options) { o.crc = on } }
+
+// defaultIdleGrace is WithIdleGrace's default: long enough for the next
+// connection of a client making one at a time, short enough that an idle
+// program soon holds nothing.
+const defaultIdleGrace = 100 * time.Millisecond
 
 // New returns a software fabric.
 func New(opts ...Option) *Fabric {
 	o := options{
 		name: "soft", log: zerolog.Nop(),
 		connectTimeout: 10 * time.Second, requestTimeout: 5 * time.Second, linger: 2 * time.Second,
+		idleGrace: defaultIdleGrace,
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
 	f := &Fabric{opts: o, log: o.log}
 	f.mon.f = f
-	f.eng.log = o.log
+	f.eng.log, f.eng.grace = o.log, o.idleGrace
 	if o.netdevs != nil {
 		f.devs.filter = make(map[string]bool)
 		for _, n := range o.netdevs {
@@ -111,15 +124,19 @@ func (f *Fabric) Open() (id.EventSource, error) {
 	return &source{f: f, q: q}, nil
 }
 
-// Quiesce waits until the fabric's loops have stopped, which they do once
-// their last socket is closed. Tests use it before counting goroutines and
-// descriptors.
-func (f *Fabric) Quiesce() { f.eng.wait() }
+// Quiesce stops what the fabric keeps while idle (its epoll loop, address
+// monitor and route socket, without waiting for the grace period) and
+// waits until its loops have stopped, which they do once their last socket
+// is closed. Tests use it before counting goroutines and descriptors.
+func (f *Fabric) Quiesce() {
+	f.mon.stopIdle()
+	f.eng.wait()
+}
 
 // QuiesceContext is Quiesce bounded by ctx.
 func (f *Fabric) QuiesceContext(ctx context.Context) error {
 	done := make(chan struct{})
-	go func() { f.eng.wait(); close(done) }()
+	go func() { f.Quiesce(); close(done) }()
 	select {
 	case <-done:
 		return nil

@@ -3,6 +3,7 @@ package soft
 import (
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -194,14 +195,20 @@ func (l *loop) finish() bool {
 }
 
 // engine runs the loops of a fabric. A loop starts with the first socket
-// that needs it and stops when its last socket is closed, so an idle fabric
-// holds no goroutine.
+// that needs it and stops once its last socket has been closed for the
+// grace period (WithIdleGrace), so a client making one connection at a
+// time keeps its loop, and an idle fabric holds no goroutine.
 type engine struct {
-	log zerolog.Logger
+	log   zerolog.Logger
+	grace time.Duration
 
 	mu   sync.Mutex
 	cur  *loop
 	refs int
+	// idle is the grace timer, armed while cur has no reference; gen tells
+	// a timer that fired late from the current one.
+	idle *time.Timer
+	gen  uint64
 	all  sync.WaitGroup
 }
 
@@ -210,6 +217,7 @@ type engine struct {
 func (e *engine) acquire() (*loop, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	e.disarmLocked()
 	if e.cur == nil {
 		l, err := newLoop(e)
 		if err != nil {
@@ -226,7 +234,8 @@ func (e *engine) acquire() (*loop, error) {
 	return e.cur, nil
 }
 
-// release drops a reference to l; the last one stops it.
+// release drops a reference to l; after the last one, l stops once the
+// grace period passes without a new reference.
 func (e *engine) release(l *loop) {
 	e.mu.Lock()
 	if e.cur != l {
@@ -234,15 +243,67 @@ func (e *engine) release(l *loop) {
 		return
 	}
 	e.refs--
-	stop := e.refs == 0
-	if stop {
-		e.cur = nil
+	var stop *loop
+	switch {
+	case e.refs > 0:
+	case e.grace <= 0:
+		stop = e.detachLocked()
+	default:
+		e.gen++
+		gen := e.gen
+		e.idle = time.AfterFunc(e.grace, func() { e.expire(l, gen) })
 	}
 	e.mu.Unlock()
-	if stop {
+	stopLoop(stop)
+}
+
+// expire stops l when the grace timer of generation gen fires and l is
+// still idle.
+func (e *engine) expire(l *loop, gen uint64) {
+	e.mu.Lock()
+	var stop *loop
+	if e.gen == gen && e.cur == l && e.refs == 0 {
+		stop = e.detachLocked()
+	}
+	e.mu.Unlock()
+	stopLoop(stop)
+}
+
+// disarmLocked cancels the grace timer; one already firing finds another
+// generation. e.mu is held.
+func (e *engine) disarmLocked() {
+	if e.idle != nil {
+		e.idle.Stop()
+		e.idle = nil
+	}
+	e.gen++
+}
+
+// detachLocked forgets the current loop, which has no reference, and
+// returns it for stopLoop. e.mu is held.
+func (e *engine) detachLocked() *loop {
+	l := e.cur
+	e.cur = nil
+	e.disarmLocked()
+	return l
+}
+
+// stopLoop asks l (if any) to stop once its queued tasks have run.
+func stopLoop(l *loop) {
+	if l != nil {
 		l.post(func() { l.stopping = true })
 	}
 }
 
-// wait blocks until every loop has stopped.
-func (e *engine) wait() { e.all.Wait() }
+// wait stops an idle loop at once, then blocks until every loop has
+// stopped.
+func (e *engine) wait() {
+	e.mu.Lock()
+	var stop *loop
+	if e.cur != nil && e.refs == 0 {
+		stop = e.detachLocked()
+	}
+	e.mu.Unlock()
+	stopLoop(stop)
+	e.all.Wait()
+}

@@ -29,8 +29,9 @@ import (
 // The ids watched are those with a local address: bound (Bind, or bound by
 // ResolveAddr or Listen) or born from a connection request. The watch costs
 // a NETLINK_ROUTE subscription (three descriptors), one goroutine and the
-// route socket the fabric's lookups share, held only while at least one id
-// is watched: an idle fabric holds none. The
+// route socket the fabric's lookups share, held while at least one id is
+// watched and for the grace period after the last (WithIdleGrace): an idle
+// fabric soon holds none. The
 // subscription lives in the network namespace of the thread that bound the
 // first id, which is the namespace of the fabric's sockets.
 type netmon struct {
@@ -42,6 +43,11 @@ type netmon struct {
 	// rc is the route socket the fabric's lookups share while ids are
 	// watched (see lookupRoute); nil otherwise.
 	rc *netlink.Conn
+	// idle is the grace timer (WithIdleGrace), armed while nothing is
+	// watched but the subscription and rc are kept; gen tells a timer
+	// that fired late from the current one.
+	idle *time.Timer
+	gen  uint64
 }
 
 // watch is what the monitor reported for one endpoint.
@@ -65,6 +71,7 @@ func (n *netmon) track(ep *endpoint) {
 	if _, ok := n.eps[ep]; ok {
 		return
 	}
+	n.disarmLocked()
 	n.eps[ep] = &watch{}
 	if n.cur == nil {
 		n.cur = n.startLocked()
@@ -74,8 +81,9 @@ func (n *netmon) track(ep *endpoint) {
 	}
 }
 
-// untrack stops watching ep; the last one stops the subscription before
-// untrack returns. ep.mu must not be held.
+// untrack stops watching ep. After the last one the subscription and the
+// route socket stay for the grace period, then stop (at once, before
+// untrack returns, with no grace). ep.mu must not be held.
 func (n *netmon) untrack(ep *endpoint) {
 	n.mu.Lock()
 	if _, ok := n.eps[ep]; !ok {
@@ -86,10 +94,65 @@ func (n *netmon) untrack(ep *endpoint) {
 	var stop *monitor
 	var rc *netlink.Conn
 	if len(n.eps) == 0 {
-		stop, n.cur = n.cur, nil
-		rc, n.rc = n.rc, nil
+		if grace := n.f.opts.idleGrace; grace > 0 {
+			n.gen++
+			gen := n.gen
+			n.idle = time.AfterFunc(grace, func() { n.expire(gen) })
+		} else {
+			stop, rc = n.detachLocked()
+		}
 	}
 	n.mu.Unlock()
+	closeMonitor(stop, rc)
+}
+
+// expire stops the subscription when the grace timer of generation gen
+// fires and nothing is watched.
+func (n *netmon) expire(gen uint64) {
+	n.mu.Lock()
+	var stop *monitor
+	var rc *netlink.Conn
+	if n.gen == gen && len(n.eps) == 0 {
+		stop, rc = n.detachLocked()
+	}
+	n.mu.Unlock()
+	closeMonitor(stop, rc)
+}
+
+// stopIdle stops the subscription at once if nothing is watched
+// (Quiesce).
+func (n *netmon) stopIdle() {
+	n.mu.Lock()
+	var stop *monitor
+	var rc *netlink.Conn
+	if len(n.eps) == 0 {
+		stop, rc = n.detachLocked()
+	}
+	n.mu.Unlock()
+	closeMonitor(stop, rc)
+}
+
+// disarmLocked cancels the grace timer; one already firing finds another
+// generation. n.mu is held.
+func (n *netmon) disarmLocked() {
+	if n.idle != nil {
+		n.idle.Stop()
+		n.idle = nil
+	}
+	n.gen++
+}
+
+// detachLocked takes the subscription and the route socket away for
+// closeMonitor. n.mu is held.
+func (n *netmon) detachLocked() (*monitor, *netlink.Conn) {
+	n.disarmLocked()
+	stop, rc := n.cur, n.rc
+	n.cur, n.rc = nil, nil
+	return stop, rc
+}
+
+// closeMonitor closes what detachLocked took.
+func closeMonitor(stop *monitor, rc *netlink.Conn) {
 	if rc != nil {
 		_ = rc.Close() // waits for a lookup in progress
 	}

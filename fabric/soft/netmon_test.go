@@ -15,11 +15,11 @@ import (
 	"github.com/cmrt/cmrt/id"
 )
 
-// TestNetmonLifetime checks that the address monitor and the shared route
-// socket exist exactly while an id is bound: an idle fabric holds no
-// subscription, no socket and no goroutine.
+// TestNetmonLifetime checks that, with no grace period, the address monitor
+// and the shared route socket exist exactly while an id is bound: an idle
+// fabric holds no subscription, no socket and no goroutine.
 func TestNetmonLifetime(t *testing.T) {
-	f := New()
+	f := New(WithIdleGrace(0))
 	ch := newRCChan(t, f)
 	defer ch.src.Close()
 	if n, on := f.mon.watching(); n != 0 || on {
@@ -215,11 +215,11 @@ func TestNetmonEvents(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	if n, on := f.mon.watching(); n != 0 || on {
-		t.Errorf("after destroy: watching %d, monitor running %v", n, on)
-	}
 	_ = ch.src.Close()
 	f.Quiesce()
+	if n, on := f.mon.watching(); n != 0 || on {
+		t.Errorf("after destroy and Quiesce: watching %d, monitor running %v", n, on)
+	}
 	goleak.VerifyNone(t, goleak.IgnoreCurrent())
 }
 

@@ -466,13 +466,20 @@ func (r *report) findings() {
 		}
 		r.table(rows)
 	}
-	if c, w := "BenchmarkIdleFabric/impl=cold", "BenchmarkIdleFabric/impl=warm"; r.reps(c) > 0 {
+	if c, w, g := "BenchmarkIdleFabric/impl=cold", "BenchmarkIdleFabric/impl=warm", "BenchmarkIdleFabric/impl=grace"; r.reps(c) > 0 {
 		r.printf("  one connection at a time on an otherwise idle client fabric (conn/s):\n")
-		r.table([][]string{
-			{"cold (loop and address monitor restart per connection)", spread(r.values(c, "conn/s"))},
+		rows := [][]string{
+			{"cold (no grace: loop and address monitor restart per connection)", spread(r.values(c, "conn/s"))},
 			{"warm (kept up by a listening id)", spread(r.values(w, "conn/s"))},
-			{"warm/cold", ratio(r.ratios(w, c, "conn/s"))},
-		})
+		}
+		if r.reps(g) > 0 {
+			rows = append(rows, []string{"grace (the default 100ms idle grace, now)", spread(r.values(g, "conn/s"))})
+		}
+		rows = append(rows, []string{"warm/cold", ratio(r.ratios(w, c, "conn/s"))})
+		if r.reps(g) > 0 {
+			rows = append(rows, []string{"grace/cold", ratio(r.ratios(g, c, "conn/s"))})
+		}
+		r.table(rows)
 	}
 	if s, u, o := "BenchmarkRouteLookup/impl=socket-per-call", "BenchmarkRouteLookup/impl=reused-socket", "BenchmarkRouteLookup/impl=one-request"; r.reps(s) > 0 {
 		r.printf("  netlink route lookup (two per connection; the fabric does one request on a kept socket since a0300e4), us:\n")
