@@ -29,6 +29,7 @@ func FuzzParse(f *testing.F) {
 			parseAddr(p)
 			parseLink(p)
 			linkNameMTU(p)
+			parseNeigh(p)
 			decodeChange(typ, p)
 			parseError("fuzz", 0, p)
 			parseError("fuzz", unix.NLM_F_ACK_TLVS, p)

@@ -209,6 +209,14 @@ func (m *builder) ifinfomsg(i unix.IfInfomsg) {
 	m.b = ne.AppendUint32(m.b, i.Change)
 }
 
+// ndmsg appends a struct ndmsg.
+func (m *builder) ndmsg(n unix.NdMsg) {
+	m.b = append(m.b, n.Family, 0, 0, 0)
+	m.b = ne.AppendUint32(m.b, uint32(n.Ifindex))
+	m.b = ne.AppendUint16(m.b, n.State)
+	m.b = append(m.b, n.Flags, n.Type)
+}
+
 // attr appends one attribute.
 func (m *builder) attr(typ uint16, v []byte) {
 	m.b = ne.AppendUint16(m.b, uint16(sizeofAttr+len(v)))

@@ -480,3 +480,44 @@ func TestStrings(t *testing.T) {
 		}
 	}
 }
+
+func TestParseNeigh(t *testing.T) {
+	nd := func(family uint8, index int32, state uint16) []byte {
+		b := []byte{family, 0, 0, 0}
+		b = ne.AppendUint32(b, uint32(index))
+		b = ne.AppendUint16(b, state)
+		return append(b, 0, 1)
+	}
+	for _, x := range []struct {
+		name string
+		p    []byte
+		want Neigh
+		ok   bool
+	}{
+		{"reachable", cat(nd(unix.AF_INET, 3, unix.NUD_REACHABLE), rta(unix.NDA_DST, ip("10.0.0.2")),
+			rta(unix.NDA_LLADDR, []byte{2, 0, 0, 0, 0, 2})),
+			Neigh{Index: 3, Addr: netip.MustParseAddr("10.0.0.2"), State: unix.NUD_REACHABLE,
+				HardwareAddr: []byte{2, 0, 0, 0, 0, 2}}, true},
+		{"incomplete v6", cat(nd(unix.AF_INET6, 4, unix.NUD_INCOMPLETE), rta(unix.NDA_DST, ip("fe80::2"))),
+			Neigh{Index: 4, Addr: netip.MustParseAddr("fe80::2"), State: unix.NUD_INCOMPLETE}, true},
+		{"short", nd(unix.AF_INET, 3, 0)[:8], Neigh{}, false},
+		{"no destination", nd(unix.AF_INET, 3, unix.NUD_STALE), Neigh{}, false},
+		{"address of the wrong family", cat(nd(unix.AF_INET, 3, 0), rta(unix.NDA_DST, ip("fe80::2"))), Neigh{}, false},
+		{"truncated attribute", cat(nd(unix.AF_INET, 3, 0), rta(unix.NDA_DST, ip("10.0.0.2"))[:6]), Neigh{}, false},
+	} {
+		n, err := parseNeigh(x.p)
+		if (err == nil) != x.ok || n.Index != x.want.Index || n.Addr != x.want.Addr || n.State != x.want.State ||
+			n.HardwareAddr.String() != x.want.HardwareAddr.String() {
+			t.Errorf("%s: parseNeigh = %+v, %v; want %+v (ok %v)", x.name, n, err, x.want, x.ok)
+		}
+	}
+	for s, want := range map[NeighState]string{0: "none", unix.NUD_STALE: "stale",
+		unix.NUD_INCOMPLETE | unix.NUD_FAILED: "incomplete|failed"} {
+		if s.String() != want {
+			t.Errorf("NeighState(%#x).String() = %q, want %q", uint16(s), s.String(), want)
+		}
+	}
+	if NeighState(unix.NUD_FAILED).Valid() || NeighState(unix.NUD_INCOMPLETE).Valid() || !NeighState(unix.NUD_STALE).Valid() {
+		t.Error("Valid does not follow NUD_VALID")
+	}
+}

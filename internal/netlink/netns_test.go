@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"os"
+	"os/exec"
 	"strconv"
 	"syscall"
 	"testing"
@@ -245,6 +246,34 @@ func TestNamespace(t *testing.T) {
 			{dst: "10.77.0.5", src: "2001:db8:77::1", wantErr: syscall.EINVAL},
 		} {
 			check(t, x)
+		}
+	})
+
+	t.Run("NeighGet", func(t *testing.T) {
+		perm := netip.MustParseAddr("10.77.0.9")
+		var out []byte
+		ns.do(func() {
+			out, err = exec.Command("ip", "neigh", "replace", perm.String(), "lladdr", "02:00:00:00:00:09",
+				"dev", "cmrt0", "nud", "permanent").CombinedOutput()
+		})
+		if err != nil {
+			t.Skipf("ip neigh replace: %v %s", err, out)
+		}
+		n, err := c.NeighGet(l0.Index, perm)
+		if err != nil || n.Index != l0.Index || n.Addr != perm || n.State != unix.NUD_PERMANENT || !n.State.Valid() ||
+			n.HardwareAddr.String() != "02:00:00:00:00:09" || n.State.String() != "permanent" {
+			t.Errorf("NeighGet(%v) = %+v (%s), %v; want permanent 02:00:00:00:00:09 on cmrt0", perm, n, n.State, err)
+		}
+		if _, err := c.NeighGet(l0.Index, netip.MustParseAddr("10.77.0.10")); !errors.Is(err, syscall.ENOENT) {
+			t.Errorf("NeighGet of an address never used: %v, want ENOENT", err)
+		}
+		for _, bad := range []struct {
+			index int
+			addr  netip.Addr
+		}{{0, perm}, {l0.Index, netip.Addr{}}} {
+			if _, err := c.NeighGet(bad.index, bad.addr); !errors.Is(err, syscall.EINVAL) {
+				t.Errorf("NeighGet(%d, %v): %v, want EINVAL", bad.index, bad.addr, err)
+			}
 		}
 	})
 
