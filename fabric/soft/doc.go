@@ -7,7 +7,9 @@
 // IRD/ORD block); the rdma_cm port is the TCP port, as on iWARP, so the
 // fabric interoperates with the kernel's soft-iWARP (siw) and unmodified
 // librdmacm programs. Address and route resolution use the kernel's routing
-// table. Bind reserves real ports, so address conflicts give the errno the
+// table, and address resolution waits for the next hop's link-layer address
+// (ARP or NDP) as the kernel's does: a host that does not answer on the
+// subnet is ADDR_ERROR -ETIMEDOUT. Bind reserves real ports, so address conflicts give the errno the
 // kernel's rdma_cm gives (EADDRINUSE, EADDRNOTAVAIL).
 //
 // A connected RC id's QP carries RDMAP messages in DDP segments inside MPA

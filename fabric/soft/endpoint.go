@@ -29,6 +29,7 @@ type endpoint struct {
 	gateway       netip.Addr
 	mtu           int
 	addrResolved  bool
+	resolveGen    uint64 // counts resolutions: a late neighbour poll finds another (neigh.go)
 	routeResolved bool
 	conn          *conn
 	lis           *listener
@@ -172,9 +173,11 @@ func (ep *endpoint) bindLocked(addr netip.AddrPort) error {
 	return nil
 }
 
-// ResolveAddr implements id.Endpoint. Resolution asks the routing table and
-// reports at once: ADDR_RESOLVED, or ADDR_ERROR with the routing errno.
-func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, _ time.Duration) error {
+// ResolveAddr implements id.Endpoint. Resolution asks the routing table,
+// then waits for the next hop's link-layer address (neigh.go), which is
+// usually known: ADDR_RESOLVED, or ADDR_ERROR with the routing errno, or
+// -ETIMEDOUT when the next hop does not answer within timeout.
+func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error {
 	d := dst.Addr().Unmap()
 	if d.IsUnspecified() {
 		d = netip.IPv6Loopback()
@@ -214,6 +217,11 @@ func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, _ time.Duration) error 
 	}
 	ep.remote = netip.AddrPortFrom(d, dst.Port())
 	ep.gateway, ep.mtu = ri.gateway, ri.mtu
+	ep.resolveGen++
+	if usable, _ := ep.f.neighUsable(ri); !usable {
+		ep.waitNeighLocked(ri, d, timeout)
+		return nil
+	}
 	ep.addrResolved = true
 	r := id.RawEvent{Type: id.EventAddrResolved}
 	ep.emitLocked(&r)

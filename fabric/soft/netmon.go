@@ -170,25 +170,42 @@ func (n *netmon) sharesRouteSocket() bool {
 }
 
 // lookupRoute asks the routing table about dst (from src, if valid) with
-// one RTM_GETROUTE, on the socket shared while ids are watched, or on a
-// socket of its own when none is (an unbound id's first resolution).
-func (n *netmon) lookupRoute(dst, src netip.Addr) (netlink.Route, error) {
+// one RTM_GETROUTE.
+func (n *netmon) lookupRoute(dst, src netip.Addr) (r netlink.Route, err error) {
+	err = n.withConn(func(c *netlink.Conn) error {
+		r, err = c.RouteLookup(dst, src)
+		return err
+	})
+	return r, err
+}
+
+// lookupNeigh reads the neighbour entry of addr on interface index.
+func (n *netmon) lookupNeigh(index int, addr netip.Addr) (ne netlink.Neigh, err error) {
+	err = n.withConn(func(c *netlink.Conn) error {
+		ne, err = c.NeighGet(index, addr)
+		return err
+	})
+	return ne, err
+}
+
+// withConn runs fn on the route socket shared while ids are watched, or
+// on a socket of its own when there is none (an unbound id's first
+// resolution) or it closed meanwhile.
+func (n *netmon) withConn(fn func(c *netlink.Conn) error) error {
 	n.mu.Lock()
 	rc := n.rc
 	n.mu.Unlock()
 	if rc != nil {
-		r, err := rc.RouteLookup(dst, src)
-		if !errors.Is(err, netlink.ErrClosed) {
-			return r, err
+		if err := fn(rc); !errors.Is(err, netlink.ErrClosed) {
+			return err
 		}
-		// The last watched id went meanwhile.
 	}
 	c, err := netlink.Dial()
 	if err != nil {
-		return netlink.Route{}, err
+		return err
 	}
 	defer c.Close()
-	return c.RouteLookup(dst, src)
+	return fn(c)
 }
 
 // watching returns how many endpoints are watched and whether a

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/netip"
 	"syscall"
+
+	"github.com/cmrt/cmrt/internal/netlink"
 )
 
 // routeInfo is what resolution learns of the way to a destination.
@@ -12,6 +14,11 @@ type routeInfo struct {
 	gateway netip.Addr // next hop, invalid when on link
 	dev     *device
 	mtu     int
+	// nexthop and oif name the neighbour the packets go to; nexthop is
+	// invalid when none is needed (a local, broadcast or multicast
+	// destination).
+	nexthop netip.Addr
+	oif     int
 }
 
 // route asks the kernel's routing table (RTM_GETROUTE) how dst is reached
@@ -32,6 +39,12 @@ func (f *Fabric) route(dst, src netip.Addr) (routeInfo, error) {
 		return ri, fmt.Errorf("soft: route to %s is %s: %w", dst, rt.Type, e)
 	}
 	ri.src, ri.gateway, ri.mtu = rt.Src.Unmap(), rt.Gateway, rt.MTU
+	if rt.Type == netlink.RouteUnicast && rt.OIF > 0 {
+		ri.nexthop, ri.oif = dst, rt.OIF
+		if rt.Gateway.IsValid() {
+			ri.nexthop = rt.Gateway
+		}
+	}
 	if !ri.src.IsValid() {
 		return ri, fmt.Errorf("soft: no source address towards %s: %w", dst, syscall.EADDRNOTAVAIL)
 	}
