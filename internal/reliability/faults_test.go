@@ -885,3 +885,53 @@ func waitFor(t *testing.T, d time.Duration, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestFaultNeighbour: address resolution waits for the next hop's
+// link-layer address, as the kernel's rdma_resolve_addr does. With host a's
+// neighbour table flushed, resolving host c waits for ARP and succeeds;
+// an address of the subnet that nobody holds, and host c with its link
+// cut, give ADDR_ERROR -ETIMEDOUT at the resolution's timeout.
+func TestFaultNeighbour(t *testing.T) {
+	tp := needTopo(t)
+	base := snapshot()
+	f, ch := fabric(t, nil)
+	resolve := func(name string, dst netip.Addr, timeout time.Duration, wantType id.EventType) time.Duration {
+		t.Helper()
+		c, err := id.Create(ch, nil, id.PSTCP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Destroy()
+		start := time.Now()
+		if err := c.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(dst, 7471), timeout); err != nil {
+			t.Fatal(err)
+		}
+		e := want(t, ch, wantType, timeout+5*time.Second)
+		took := e.At.Sub(start)
+		if wantType == id.EventAddrError && !statusIs(e.Status, syscall.ETIMEDOUT) {
+			t.Errorf("%s: ADDR_ERROR status %d, want -ETIMEDOUT", name, e.Status)
+		}
+		record(t, name, "%s status %d after %v (timeout %v)", e.Type, e.Status, took.Round(10*time.Microsecond), timeout)
+		return took
+	}
+
+	run(t, "ip", "neigh", "flush", "dev", "eth0")
+	if took := resolve("next hop by ARP", tp.addr["c"], 2*time.Second, id.EventAddrResolved); took > time.Second {
+		t.Errorf("ARP on the bridge took %v", took)
+	}
+	const timeout = 500 * time.Millisecond
+	nobody := netip.MustParseAddr("10.77.0.250")
+	within(t, "nobody on the subnet", resolve("nobody on the subnet", nobody, timeout, id.EventAddrError),
+		timeout, timeout+time.Second)
+
+	restore := tp.cut(t, "c")
+	run(t, "ip", "neigh", "flush", "dev", "eth0")
+	within(t, "next hop cut off", resolve("next hop cut off", tp.addr["c"], timeout, id.EventAddrError),
+		timeout, timeout+time.Second)
+	restore()
+
+	if err := ch.Close(); err != nil {
+		t.Error(err)
+	}
+	base.verify(t, f)
+}
