@@ -14,6 +14,9 @@
 // the id has been acknowledged; CONNECT_REQUEST events count against the
 // listener.
 //
+// GetAddrInfo and CreateEP are rdma_getaddrinfo and rdma_create_ep: a
+// synchronous id bound (passive) or resolved (active), with its QP.
+//
 // Where events come from is a Fabric: the software fabric (package
 // fabric/soft, iWARP over TCP, no hardware or privileges needed) or the
 // kernel's RDMA CM (package fabric/kernel). This package defines the

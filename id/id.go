@@ -40,6 +40,7 @@ type ID struct {
 	reqORD    uint8  // and initiator depth
 	mcs       map[netip.Addr]*multicast
 	qp        QP
+	reqQP     *QPInitAttr // a CreateEP listener's: the QP GetRequest gives each request's id
 	finalized bool
 	chNum     uint64 // src's channel number, stamped on journal records
 

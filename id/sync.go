@@ -81,6 +81,18 @@ func (i *ID) GetRequestContext(ctx context.Context) (*ID, error) {
 		child.mu.Lock()
 		child.event = ev
 		child.mu.Unlock()
+		i.mu.Lock()
+		attr := i.reqQP
+		i.mu.Unlock()
+		if attr != nil {
+			// rdma_get_request gives the id the QP rdma_create_ep was
+			// asked for; if it cannot, the request is refused.
+			if err := child.CreateQP(attr); err != nil {
+				_ = child.Reject(nil)
+				_ = child.Destroy()
+				return nil, wrap("get_request", err)
+			}
+		}
 		return child, nil
 	}
 	i.mu.Lock()

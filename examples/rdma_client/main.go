@@ -27,9 +27,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
-	"time"
 
 	"github.com/cmrt/cmrt/examples/internal/tool"
 	"github.com/cmrt/cmrt/id"
@@ -38,9 +36,6 @@ import (
 const (
 	prog    = "rdma_client"
 	msgSize = 16
-	// resolveTimeout is what rdma_create_ep gives address and route
-	// resolution.
-	resolveTimeout = 2000 * time.Millisecond
 )
 
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
@@ -85,44 +80,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func (c *client) perror(what string, err error) { tool.Perror(c.stderr, what, err) }
 
-// createEP is rdma_create_ep on an active address: a synchronous id with
-// its address and route resolved and its QP created.
-func createEP(dst netip.AddrPort, attr *id.QPInitAttr) (*id.ID, error) {
-	f, err := tool.Fabric()
-	if err != nil {
-		return nil, err
-	}
-	cm, err := id.Create(nil, nil, id.PSTCP, id.WithFabric(f))
-	if err != nil {
-		return nil, err
-	}
-	err = cm.ResolveAddr(netip.AddrPort{}, dst, resolveTimeout)
-	if err == nil {
-		err = cm.ResolveRoute(resolveTimeout)
-	}
-	if err == nil {
-		err = cm.CreateQP(attr)
-	}
-	if err != nil {
-		_ = cm.Destroy()
-		return nil, err
-	}
-	return cm, nil
-}
-
 // run is rdma-core's run(): 0 on success, -1 after a failed call, or the
 // getaddrinfo error code.
 func (c *client) run() int {
-	dst, err := tool.Getaddrinfo(c.server, c.port, false)
+	ctx := context.Background()
+	ai, err := id.GetAddrInfo(ctx, c.server, c.port, &id.AddrInfo{PortSpace: id.PSTCP})
 	if err != nil {
 		fmt.Fprintf(c.stdout, "rdma_getaddrinfo: %v\n", err)
-		return err.(*tool.GAIError).Code
+		return err.(*id.AddrInfoError).Code
+	}
+	f, err := tool.Fabric()
+	if err != nil {
+		c.perror("rdma_create_ep", err)
+		return -1
 	}
 	attr := &id.QPInitAttr{
 		Cap:    id.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: msgSize},
 		SigAll: true,
 	}
-	cm, err := createEP(dst, attr)
+	cm, err := id.CreateEP(ctx, ai, attr, id.WithFabric(f))
 	if err != nil {
 		c.perror("rdma_create_ep", err)
 		return -1
@@ -154,7 +130,6 @@ func (c *client) run() int {
 		c.perror("rdma_post_send", err)
 		return -1
 	}
-	ctx := context.Background()
 	if err := complete(cm.GetSendComp(ctx)); err != nil {
 		c.perror("rdma_get_send_comp", err)
 		return -1

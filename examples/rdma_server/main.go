@@ -83,50 +83,42 @@ func (s *server) perror(what string, err error) { tool.Perror(s.stderr, what, er
 // run is rdma-core's run(): 0 on success, -1 after a failed call, or the
 // getaddrinfo error code.
 func (s *server) run() int {
-	addr, err := tool.Getaddrinfo(s.addr, s.port, true)
+	ctx := context.Background()
+	ai, err := id.GetAddrInfo(ctx, s.addr, s.port, &id.AddrInfo{Flags: id.AIPassive, PortSpace: id.PSTCP})
 	if err != nil {
 		fmt.Fprintf(s.stdout, "rdma_getaddrinfo: %v\n", err)
-		return err.(*tool.GAIError).Code
+		return err.(*id.AddrInfoError).Code
 	}
 
-	// rdma_create_ep on a passive address: a synchronous id, bound.
+	// rdma_create_ep on a passive address: a synchronous id, bound; each
+	// request's id gets a QP with attr.
 	f, err := tool.Fabric()
 	if err != nil {
 		s.perror("rdma_create_ep", err)
 		return -1
 	}
-	listenID, err := id.Create(nil, nil, id.PSTCP, id.WithFabric(f))
+	attr := &id.QPInitAttr{
+		Cap:    id.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: msgSize},
+		SigAll: true,
+	}
+	listenID, err := id.CreateEP(ctx, ai, attr, id.WithFabric(f))
 	if err != nil {
 		s.perror("rdma_create_ep", err)
 		return -1
 	}
 	defer listenID.Destroy()
-	if err := listenID.Bind(addr); err != nil {
-		s.perror("rdma_create_ep", err)
-		return -1
-	}
 
 	if err := listenID.Listen(0); err != nil {
 		s.perror("rdma_listen", err)
 		return -1
 	}
 
-	// rdma_get_request gives the new id the QP rdma_create_ep was asked for.
 	cm, err := listenID.GetRequest()
 	if err != nil {
 		s.perror("rdma_get_request", err)
 		return -1
 	}
 	defer cm.Destroy()
-	attr := &id.QPInitAttr{
-		Cap:    id.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: msgSize},
-		SigAll: true,
-	}
-	if err := cm.CreateQP(attr); err != nil {
-		s.perror("rdma_get_request", err)
-		_ = cm.Reject(nil) // rdma-core leaves the request pending; the client would wait
-		return -1
-	}
 	defer cm.DestroyQP()
 
 	// The QP takes 16 bytes inline (the software fabric's minimum is 256),
@@ -149,7 +141,6 @@ func (s *server) run() int {
 	}
 	defer cm.Disconnect()
 
-	ctx := context.Background()
 	if err := complete(cm.GetRecvComp(ctx)); err != nil {
 		s.perror("rdma_get_recv_comp", err)
 		return -1
