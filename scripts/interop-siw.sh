@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # interop-siw.sh - cmrt's software fabric against the kernel's soft-iWARP.
 #
-# Builds the Go ucmatose and rping statically, boots the test VM with them
-# (as go-ucmatose and go-rping, next to rdma-core's C programs) and runs
+# Builds the Go ucmatose, rping, rdma_server and rdma_client statically,
+# boots the test VM with them (as go-<name>, next to rdma-core's C
+# programs) and runs
 # test/vm/siw.sh there. Exits non-zero if any test fails.
 #
 # Env: VM_OUT, VM_DL (default /work/vm/out, /work/vm/dl), VM_RUN (the VM's
@@ -19,6 +20,8 @@ trap 'rm -rf "$dir"' EXIT
 	cd "$root"
 	CGO_ENABLED=0 go build -trimpath -o "$dir/go-ucmatose" ./examples/ucmatose
 	CGO_ENABLED=0 go build -trimpath -o "$dir/go-rping" ./examples/rping
+	CGO_ENABLED=0 go build -trimpath -o "$dir/go-rdma_server" ./examples/rdma_server
+	CGO_ENABLED=0 go build -trimpath -o "$dir/go-rdma_client" ./examples/rdma_client
 )
 
 rc=0

@@ -1,8 +1,8 @@
 # siw.sh - interop of cmrt's software fabric with the kernel's soft-iWARP.
 #
 # Runs inside the test VM (run.sh -d DIR with DIR holding the static Go
-# binaries go-ucmatose and go-rping): each Go example against rdma-core's C
-# program on siw0's address, in both roles. The Go side speaks iWARP on a
+# binaries go-ucmatose, go-rping, go-rdma_server and go-rdma_client): each
+# Go example against rdma-core's C program on siw0's address, in both roles. The Go side speaks iWARP on a
 # plain TCP socket; siw is the kernel peer.
 . /tests/lib.sh
 
@@ -35,6 +35,13 @@ rp() {
 	count "$rp_t-gosrv-ccli-pings" /tmp/cli.out "ping data: rdma-ping-" "$rp_n"
 	count "$rp_t-gosrv-ccli-reads" /tmp/srv.out "server ping data: rdma-ping-" "$rp_n"
 }
+
+# rdma_server and rdma_client: rdma_getaddrinfo, rdma_create_ep (a passive
+# endpoint's QP given by rdma_get_request), inline sends, on synchronous ids.
+pair rdma-csrv-gocli 60 "rdma_server -s $SIW_IP" "go-rdma_client -s $SIW_IP"
+count rdma-csrv-gocli-out /tmp/cli.out "rdma_client: end 0" 1
+pair rdma-gosrv-ccli 60 "go-rdma_server -s $SIW_IP" "rdma_client -s $SIW_IP"
+count rdma-gosrv-ccli-out /tmp/srv.out "rdma_server: end 0" 1
 
 uc default
 uc c4-C10 -c 4 -C 10
