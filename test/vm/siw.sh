@@ -2,8 +2,9 @@
 #
 # Runs inside the test VM (run.sh -d DIR with DIR holding the static Go
 # binaries go-ucmatose, go-rping, go-rdma_server and go-rdma_client): each
-# Go example against rdma-core's C program on siw0's address, in both roles. The Go side speaks iWARP on a
-# plain TCP socket; siw is the kernel peer.
+# Go example against rdma-core's C program on siw0's address, in both
+# roles. The Go side speaks iWARP on a plain TCP socket; siw is the kernel
+# peer.
 . /tests/lib.sh
 
 # Variables here are prefixed: lib.sh's pair and result use name, srv, cli.
