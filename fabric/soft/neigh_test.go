@@ -3,8 +3,6 @@ package soft
 import (
 	"net/netip"
 	"os"
-	"os/exec"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -27,12 +25,7 @@ func TestResolveWaitsForNeighbour(t *testing.T) {
 		runInNetns(t, "TestResolveWaitsForNeighbour")
 		return
 	}
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
+	ip := func(args ...string) { t.Helper(); runIP(t, args...) }
 	ip("link", "set", "lo", "up")
 	ip("link", "add", "rv0", "type", "veth", "peer", "name", "rv1")
 	ip("link", "set", "rv0", "up")

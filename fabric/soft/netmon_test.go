@@ -95,12 +95,7 @@ func TestNetmonEvents(t *testing.T) {
 		runInNetns(t, "TestNetmonEvents")
 		return
 	}
-	ip := func(args ...string) {
-		t.Helper()
-		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-			t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-		}
-	}
+	ip := func(args ...string) { t.Helper(); runIP(t, args...) }
 	ip("link", "set", "lo", "up")
 	ip("link", "add", "nm0", "type", "veth", "peer", "name", "nm1")
 	ip("link", "set", "nm0", "addrgenmode", "none") // no IPv6 link-local address
@@ -221,6 +216,14 @@ func TestNetmonEvents(t *testing.T) {
 		t.Errorf("after destroy and Quiesce: watching %d, monitor running %v", n, on)
 	}
 	goleak.VerifyNone(t, goleak.IgnoreCurrent())
+}
+
+// runIP runs ip(8) with args, failing t if it fails.
+func runIP(t *testing.T, args ...string) {
+	t.Helper()
+	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
 }
 
 // runInNetns runs test name in a child process in a new network namespace
