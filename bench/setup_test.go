@@ -109,37 +109,14 @@ func benchSetupSync(b *testing.B, conc int) {
 	if conc == 1 {
 		steps = new([numSteps]time.Duration)
 	}
-	var next, retries atomic.Int64
-	var firstErr atomic.Value
-	workers := min(conc, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for next.Add(1) <= int64(b.N) {
-				for try := 0; ; try++ {
-					err := syncConn(srv.addr, steps)
-					if err == nil {
-						break
-					}
-					firstErr.CompareAndSwap(nil, err)
-					if retries.Add(1) > int64(b.N)+10 {
-						return
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if retries.Load() > int64(b.N)+10 {
-		b.Fatalf("too many failed connections: %d (first: %v)", retries.Load(), firstErr.Load())
-	}
+	retries := connectAll(b, conc, func() func() error {
+		return func() error { return syncConn(srv.addr, steps) }
+	})
 	srv.waitDestroyed(b, int64(b.N))
 	b.StopTimer()
-	reportSetup(b, retries.Load())
+	reportSetup(b, retries)
 	if steps != nil {
 		for k, d := range steps {
 			b.ReportMetric(float64(d.Microseconds())/float64(b.N), stepUnits[k])
@@ -266,38 +243,15 @@ func (c *asyncClient) run(n, conc int, established func(*id.ID)) (int, error) {
 func benchSetupTCP(b *testing.B, conc, exch int) {
 	srv := newTCPServer(b, exch, false)
 	defer srv.close()
-	var next, fails atomic.Int64
-	var firstErr atomic.Value
-	workers := min(conc, b.N)
 	b.ReportAllocs()
 	b.ResetTimer()
-	var wg sync.WaitGroup
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var buf [64]byte
-			for next.Add(1) <= int64(b.N) {
-				for {
-					err := tcpConn(srv.addr, exch, buf[:])
-					if err == nil {
-						break
-					}
-					firstErr.CompareAndSwap(nil, err)
-					if fails.Add(1) > int64(b.N)+10 {
-						return
-					}
-				}
-			}
-		}()
-	}
-	wg.Wait()
-	if fails.Load() > int64(b.N)+10 {
-		b.Fatalf("too many failed connections: %d (first: %v)", fails.Load(), firstErr.Load())
-	}
+	fails := connectAll(b, conc, func() func() error {
+		var buf [64]byte
+		return func() error { return tcpConn(srv.addr, exch, buf[:]) }
+	})
 	srv.waitClosed(b, int64(b.N))
 	b.StopTimer()
-	reportSetup(b, fails.Load())
+	reportSetup(b, fails)
 }
 
 // tcpConn connects, exchanges exch bytes each way if exch > 0, and closes.
@@ -315,6 +269,39 @@ func tcpConn(addr string, exch int, buf []byte) error {
 		err = cerr
 	}
 	return err
+}
+
+// connectAll makes b.N connections on min(conc, b.N) workers, each retrying
+// a failed connection; past b.N+10 failures in all it fails b. work
+// returns one worker's connect function. It returns the failures.
+func connectAll(b *testing.B, conc int, work func() func() error) int64 {
+	var next, fails atomic.Int64
+	var firstErr atomic.Value
+	var wg sync.WaitGroup
+	for w := 0; w < min(conc, b.N); w++ {
+		conn := work()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for next.Add(1) <= int64(b.N) {
+				for {
+					err := conn()
+					if err == nil {
+						break
+					}
+					firstErr.CompareAndSwap(nil, err)
+					if fails.Add(1) > int64(b.N)+10 {
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if fails.Load() > int64(b.N)+10 {
+		b.Fatalf("too many failed connections: %d (first: %v)", fails.Load(), firstErr.Load())
+	}
+	return fails.Load()
 }
 
 func reportSetup(b *testing.B, retries int64) {
