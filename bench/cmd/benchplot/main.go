@@ -178,19 +178,25 @@ func (c canvas) marker(x, y, kind int, col color.RGBA) {
 	}
 }
 
+// glyph returns r's bitmap ('?' for a rune the font lacks) and how far
+// below the line it is drawn at scale (descenders drop two pixels).
+func glyph(r rune, scale int) ([7]string, int) {
+	g, ok := font[r]
+	if !ok {
+		g = font['?']
+	}
+	if strings.ContainsRune(descend, r) {
+		return g, 2 * scale
+	}
+	return g, 0
+}
+
 // text draws s with its top-left corner at x, y, each font pixel a
 // scale x scale block; it returns the width drawn.
 func (c canvas) text(x, y, scale int, s string, col color.RGBA) int {
 	cx := x
 	for _, r := range s {
-		g, ok := font[r]
-		if !ok {
-			g = font['?']
-		}
-		dy := 0
-		if strings.ContainsRune(descend, r) {
-			dy = 2 * scale
-		}
+		g, dy := glyph(r, scale)
 		for row := 0; row < 7; row++ {
 			for colIdx := 0; colIdx < 5; colIdx++ {
 				if g[row][colIdx] == '#' {
@@ -208,14 +214,7 @@ func (c canvas) text(x, y, scale int, s string, col color.RGBA) int {
 func (c canvas) vtext(x, y, scale int, s string, col color.RGBA) {
 	cy := y
 	for _, r := range s {
-		g, ok := font[r]
-		if !ok {
-			g = font['?']
-		}
-		dx := 0
-		if strings.ContainsRune(descend, r) {
-			dx = 2 * scale
-		}
+		g, dx := glyph(r, scale)
 		for row := 0; row < 7; row++ {
 			for colIdx := 0; colIdx < 5; colIdx++ {
 				if g[row][colIdx] == '#' {
