@@ -205,10 +205,7 @@ type engine struct {
 	mu   sync.Mutex
 	cur  *loop
 	refs int
-	// idle is the grace timer, armed while cur has no reference; gen tells
-	// a timer that fired late from the current one.
-	idle *time.Timer
-	gen  uint64
+	idle idleTimer // armed while cur has no reference
 	all  sync.WaitGroup
 }
 
@@ -217,7 +214,7 @@ type engine struct {
 func (e *engine) acquire() (*loop, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.disarmLocked()
+	e.idle.disarm()
 	if e.cur == nil {
 		l, err := newLoop(e)
 		if err != nil {
@@ -249,9 +246,7 @@ func (e *engine) release(l *loop) {
 	case e.grace <= 0:
 		stop = e.detachLocked()
 	default:
-		e.gen++
-		gen := e.gen
-		e.idle = time.AfterFunc(e.grace, func() { e.expire(l, gen) })
+		e.idle.arm(e.grace, func(gen uint64) { e.expire(l, gen) })
 	}
 	e.mu.Unlock()
 	stopLoop(stop)
@@ -262,21 +257,11 @@ func (e *engine) release(l *loop) {
 func (e *engine) expire(l *loop, gen uint64) {
 	e.mu.Lock()
 	var stop *loop
-	if e.gen == gen && e.cur == l && e.refs == 0 {
+	if e.idle.current(gen) && e.cur == l && e.refs == 0 {
 		stop = e.detachLocked()
 	}
 	e.mu.Unlock()
 	stopLoop(stop)
-}
-
-// disarmLocked cancels the grace timer; one already firing finds another
-// generation. e.mu is held.
-func (e *engine) disarmLocked() {
-	if e.idle != nil {
-		e.idle.Stop()
-		e.idle = nil
-	}
-	e.gen++
 }
 
 // detachLocked forgets the current loop, which has no reference, and
@@ -284,7 +269,7 @@ func (e *engine) disarmLocked() {
 func (e *engine) detachLocked() *loop {
 	l := e.cur
 	e.cur = nil
-	e.disarmLocked()
+	e.idle.disarm()
 	return l
 }
 

@@ -43,11 +43,9 @@ type netmon struct {
 	// rc is the route socket the fabric's lookups share while ids are
 	// watched (see lookupRoute); nil otherwise.
 	rc *netlink.Conn
-	// idle is the grace timer (WithIdleGrace), armed while nothing is
-	// watched but the subscription and rc are kept; gen tells a timer
-	// that fired late from the current one.
-	idle *time.Timer
-	gen  uint64
+	// idle is armed while nothing is watched but the subscription and rc
+	// are kept.
+	idle idleTimer
 }
 
 // watch is what the monitor reported for one endpoint.
@@ -71,7 +69,7 @@ func (n *netmon) track(ep *endpoint) {
 	if _, ok := n.eps[ep]; ok {
 		return
 	}
-	n.disarmLocked()
+	n.idle.disarm()
 	n.eps[ep] = &watch{}
 	if n.cur == nil {
 		n.cur = n.startLocked()
@@ -95,9 +93,7 @@ func (n *netmon) untrack(ep *endpoint) {
 	var rc *netlink.Conn
 	if len(n.eps) == 0 {
 		if grace := n.f.opts.idleGrace; grace > 0 {
-			n.gen++
-			gen := n.gen
-			n.idle = time.AfterFunc(grace, func() { n.expire(gen) })
+			n.idle.arm(grace, n.expire)
 		} else {
 			stop, rc = n.detachLocked()
 		}
@@ -112,7 +108,7 @@ func (n *netmon) expire(gen uint64) {
 	n.mu.Lock()
 	var stop *monitor
 	var rc *netlink.Conn
-	if n.gen == gen && len(n.eps) == 0 {
+	if n.idle.current(gen) && len(n.eps) == 0 {
 		stop, rc = n.detachLocked()
 	}
 	n.mu.Unlock()
@@ -132,20 +128,10 @@ func (n *netmon) stopIdle() {
 	closeMonitor(stop, rc)
 }
 
-// disarmLocked cancels the grace timer; one already firing finds another
-// generation. n.mu is held.
-func (n *netmon) disarmLocked() {
-	if n.idle != nil {
-		n.idle.Stop()
-		n.idle = nil
-	}
-	n.gen++
-}
-
 // detachLocked takes the subscription and the route socket away for
 // closeMonitor. n.mu is held.
 func (n *netmon) detachLocked() (*monitor, *netlink.Conn) {
-	n.disarmLocked()
+	n.idle.disarm()
 	stop, rc := n.cur, n.rc
 	n.cur, n.rc = nil, nil
 	return stop, rc
