@@ -128,11 +128,22 @@ func NewJournal(capacity int) *Journal {
 	return &Journal{ring: make([]Record, capacity)}
 }
 
-var defaultJournal = NewJournal(1 << 16)
+// DefaultJournalCapacity is how many records DefaultJournal keeps: 65536,
+// 3.5 MiB of records allocated when the package initializes.
+const DefaultJournalCapacity = 1 << 16
+
+var defaultJournal = NewJournal(DefaultJournalCapacity)
 
 // DefaultJournal returns the process-wide journal ids use unless they are
-// given another.
+// given another (WithJournal). It keeps the last DefaultJournalCapacity
+// (65536) records: older ones are overwritten and no longer returned by
+// Records, Select, RecordsOf or WriteJSON, though Len still counts them.
+// A process that needs every record observes them as they are made
+// (Observe, ObserveJSON) or gives its ids a journal of its own size.
 func DefaultJournal() *Journal { return defaultJournal }
+
+// Cap returns how many records the journal keeps.
+func (j *Journal) Cap() int { return len(j.ring) }
 
 // add stamps r with a sequence number and time, stores it, calls the
 // observers and returns the sequence number. It does not allocate.

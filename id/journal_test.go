@@ -400,3 +400,28 @@ func TestEventSeqIsTheJournalSeq(t *testing.T) {
 		_ = ev.Ack()
 	}
 }
+
+// DefaultJournal keeps DefaultJournalCapacity records; a journal keeps its
+// last Cap records and counts them all.
+func TestJournalCapacity(t *testing.T) {
+	if id.DefaultJournalCapacity != 65536 {
+		t.Fatalf("DefaultJournalCapacity %d, documented as 65536", id.DefaultJournalCapacity)
+	}
+	if got := id.DefaultJournal().Cap(); got != id.DefaultJournalCapacity {
+		t.Fatalf("DefaultJournal().Cap() = %d, want %d", got, id.DefaultJournalCapacity)
+	}
+	if got := id.NewJournal(0).Cap(); got != 1 {
+		t.Fatalf("NewJournal(0).Cap() = %d, want 1", got)
+	}
+	j := id.NewJournal(3)
+	ch := newChan(t, fakefab.New("fake", true))
+	a := newID(t, ch, id.PSTCP, id.WithJournal(j))
+	for range 4 {
+		_ = a.Listen(0) // the first succeeds; each is a record either way
+	}
+	_ = a.Destroy()
+	recs := j.Records()
+	if j.Len() < 5 || len(recs) != 3 || recs[2].Seq != j.Len() || recs[0].Seq != j.Len()-2 {
+		t.Fatalf("Len %d, records %v: want the last 3", j.Len(), recs)
+	}
+}
