@@ -117,10 +117,21 @@ var defaultConnParam = ConnParam{
 // RC ids get ESTABLISHED (or CONNECT_RESPONSE when the application drives
 // its own QP), REJECTED, UNREACHABLE or CONNECT_ERROR; UD ids get
 // ESTABLISHED with UD parameters, or UNREACHABLE. A nil p uses the
-// defaults. Private data over the limit is EINVAL. On the soft fabric, a
-// connection from the id's explicitly bound port to the same destination
-// that still exists (TIME_WAIT) is EADDRNOTAVAIL; a port the fabric chose
-// is changed for another instead.
+// defaults. Private data over the limit is EINVAL.
+//
+// The software fabric never reports CONNECT_RESPONSE: it moves the id's QP
+// through its states itself, and an RC id with no QP is ESTABLISHED too
+// (Establish is never needed there, and is EINVAL). Its failures are, as
+// the kernel maps iWARP's: REJECTED with -ECONNRESET (the peer rejected)
+// or -ECONNREFUSED (nothing listens), UNREACHABLE with -ETIMEDOUT,
+// -EHOSTUNREACH or -ENETUNREACH, and CONNECT_ERROR for anything else
+// (for example -EPROTO when the peer breaks the MPA exchange). The kernel
+// fabric reports CONNECT_RESPONSE for an id with no QP, and the statuses
+// of the device's CM (InfiniBand reject reasons on IB and RoCE).
+//
+// On the software fabric, a connection from the id's explicitly bound port
+// to the same destination that still exists (TIME_WAIT) is EADDRNOTAVAIL;
+// a port the fabric chose is changed for another instead.
 func (i *ID) Connect(p *ConnParam) error {
 	return i.ConnectContext(context.Background(), p)
 }
@@ -178,8 +189,15 @@ func (i *ID) AcceptContext(ctx context.Context, p *ConnParam) error {
 }
 
 // Reject rejects the connection request that created this id, as
-// rdma_reject, sending privateData to the peer (REJECTED on RC,
-// UNREACHABLE with status 1 on UD).
+// rdma_reject, sending privateData to the peer.
+//
+// On RC the peer gets REJECTED (status -ECONNRESET on the software fabric,
+// the IB reject reason 28, IB_CM_REJ_CONSUMER_DEFINED, on the kernel
+// fabric). On UD the peer gets UNREACHABLE with status 2 (IB_SIDR_REJECT),
+// as the kernel reports it; status 1 (IB_SIDR_UNSUPPORTED) means no UD
+// listener on the port. A synchronous peer's Connect then fails with errno
+// 2, the positive status taken as the errno as librdmacm does: ENOENT,
+// whose text is "no such file or directory".
 func (i *ID) Reject(privateData []byte) error {
 	if err := checkPrivateData("reject", CallReject, i.qpType, privateData); err != nil {
 		return err
