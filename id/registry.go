@@ -1,8 +1,11 @@
 package id
 
 import (
+	"fmt"
 	"os"
+	"reflect"
 	"sort"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -81,17 +84,71 @@ func Fabrics() []string {
 // FabricEnv is the environment variable that names the default fabric.
 const FabricEnv = "CMRT_FABRIC"
 
+// builtinFabrics are cmrt's own fabrics, by name, with the package whose
+// import registers each.
+var builtinFabrics = [...]struct{ name, pkg string }{
+	{"soft", "github.com/cmrt/cmrt/fabric/soft"},
+	{"kernel", "github.com/cmrt/cmrt/fabric/kernel"},
+}
+
 // DefaultFabric returns the fabric named by $CMRT_FABRIC, or "soft" when it
-// is unset. The error wraps ENODEV when that fabric is not registered (its
-// package is not imported).
+// is unset. A fabric is registered by importing its package, e.g.
+//
+//	import _ "github.com/cmrt/cmrt/fabric/soft"
+//
+// When that fabric is not registered the error wraps ENODEV and says which
+// fabrics are registered (with their packages) and which package to import.
 func DefaultFabric() (Fabric, error) {
 	name := os.Getenv(FabricEnv)
+	what := fmt.Sprintf("%s=%q", FabricEnv, name)
 	if name == "" {
-		name = "soft"
+		name, what = "soft", `"soft" (the default)`
 	}
 	if f, ok := Lookup(name); ok {
 		return f, nil
 	}
-	return nil, errorf("create_id", syscall.ENODEV,
-		"fabric %q is not registered (registered: %v); import github.com/cmrt/cmrt/fabric/%s", name, Fabrics(), name)
+	return nil, notRegistered(name, what)
+}
+
+// notRegistered is DefaultFabric's error for a fabric name (described by
+// what) with no registered fabric.
+func notRegistered(name, what string) error {
+	fabrics.RLock()
+	var reg []string
+	for n, f := range fabrics.m {
+		reg = append(reg, fmt.Sprintf("%q (%s)", n, fabricPkg(f)))
+	}
+	fabrics.RUnlock()
+	sort.Strings(reg)
+	registered := "none"
+	if len(reg) > 0 {
+		registered = strings.Join(reg, ", ")
+	}
+	var others []string
+	for _, b := range builtinFabrics {
+		if b.name == name {
+			return errorf("create_id", syscall.ENODEV,
+				"fabric %s is not registered: import _ %q (registered: %s)", what, b.pkg, registered)
+		}
+		if _, ok := Lookup(b.name); !ok {
+			others = append(others, fmt.Sprintf("%q (import _ %q)", b.name, b.pkg))
+		}
+	}
+	msg := fmt.Sprintf("no fabric %s (registered: %s", what, registered)
+	if len(others) > 0 {
+		msg += "; not imported: " + strings.Join(others, ", ")
+	}
+	return errorf("create_id", syscall.ENODEV, "%s)", msg)
+}
+
+// fabricPkg returns the import path of the package that defines f's type.
+func fabricPkg(f Fabric) string {
+	t := reflect.TypeOf(f)
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if p := t.PkgPath(); p != "" {
+		return p
+	}
+	return "unknown package"
 }
