@@ -51,9 +51,18 @@ func PerrorText(what string, err error) string {
 	if !ok {
 		return what + ": " + err.Error()
 	}
-	line := what + ": " + Strerror(e)
-	if detail := err.Error(); detail != e.Error() && !strings.EqualFold(detail, Strerror(e)) {
-		line += " (" + detail + ")"
+	return what + ": " + Strerror(e) + Account(err)
+}
+
+// Account returns cmrt's account of err in parentheses, after a space, when
+// it says more than the text of the errno err wraps; otherwise "".
+func Account(err error) string {
+	e, ok := Errno(err)
+	if !ok {
+		return " (" + err.Error() + ")"
 	}
-	return line
+	if detail := err.Error(); detail != e.Error() && !strings.EqualFold(detail, Strerror(e)) {
+		return " (" + detail + ")"
+	}
+	return ""
 }

@@ -2,8 +2,10 @@ package tool
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
@@ -65,6 +67,29 @@ func Fabric() (id.Fabric, error) {
 		return f, nil
 	}
 	return soft.New(opts...), nil
+}
+
+// CreateEventChannel opens an event channel on the fabric the programs run
+// on (Fabric), as the create_event_channel of librdmacm's examples
+// (common.c): when that fails it prints, on w, "No RDMA devices were
+// detected" if the error is ENODEV (no such fabric, or no device for it)
+// and perror's "failed to create RDMA CM event channel: ..." otherwise,
+// either followed by cmrt's account in parentheses.
+func CreateEventChannel(w io.Writer) (*channel.Channel, error) {
+	f, err := Fabric()
+	var ch *channel.Channel
+	if err == nil {
+		ch, err = NewChannel(f)
+	}
+	if err == nil {
+		return ch, nil
+	}
+	if e, ok := Errno(err); ok && e == syscall.ENODEV {
+		fmt.Fprintln(w, "No RDMA devices were detected"+Account(err))
+	} else {
+		Perror(w, "failed to create RDMA CM event channel", err)
+	}
+	return nil, err
 }
 
 // NewChannel opens an event channel on f, as rdma_create_event_channel.

@@ -3,11 +3,14 @@ package tool
 import (
 	"fmt"
 	"io"
+	"strings"
 )
 
-// Option is one parsed command-line option.
+// Option is one parsed command-line option: a letter (Name), or one of the
+// whole-word options cmrt adds (Long, with Name 0).
 type Option struct {
 	Name byte
+	Long string
 	Arg  string
 }
 
@@ -18,7 +21,13 @@ type Option struct {
 // the options and the remaining operands. On an unknown option or a missing
 // argument it returns an error whose text is glibc's ("invalid option --
 // 'x'"); PrintGetoptError prints it as getopt does.
-func Getopt(args []string, spec string) ([]Option, []string, error) {
+//
+// long lists whole-word options a program adds to its C counterpart's
+// ("port:" takes an argument, as in spec). They are matched whole, after
+// one dash or two ("-port 7174", "--port=7174"), before the letters are;
+// everything else parses as getopt(3) parses it, so a command line the C
+// program takes, and the errors it gives, are unchanged.
+func Getopt(args []string, spec string, long ...string) ([]Option, []string, error) {
 	takes := map[byte]bool{}
 	known := map[byte]bool{}
 	for k := 0; k < len(spec); k++ {
@@ -28,6 +37,11 @@ func Getopt(args []string, spec string) ([]Option, []string, error) {
 			k++
 		}
 	}
+	longTakes := map[string]bool{}
+	for _, l := range long {
+		name, arg := strings.CutSuffix(l, ":")
+		longTakes[name] = arg
+	}
 	var opts []Option
 	for k := 0; k < len(args); k++ {
 		a := args[k]
@@ -36,6 +50,23 @@ func Getopt(args []string, spec string) ([]Option, []string, error) {
 		}
 		if len(a) < 2 || a[0] != '-' {
 			return opts, args[k:], nil
+		}
+		if name, val, hasVal := strings.Cut(strings.TrimPrefix(a[1:], "-"), "="); len(long) > 0 {
+			if withArg, ok := longTakes[name]; ok {
+				switch {
+				case !withArg && hasVal:
+					return opts, nil, fmt.Errorf("option '%s' doesn't allow an argument", a[:strings.IndexByte(a, '=')])
+				case !withArg:
+				case hasVal:
+				case k+1 < len(args):
+					k++
+					val = args[k]
+				default:
+					return opts, nil, fmt.Errorf("option '%s' requires an argument", a)
+				}
+				opts = append(opts, Option{Long: name, Arg: val})
+				continue
+			}
 		}
 		for j := 1; j < len(a); j++ {
 			c := a[j]
