@@ -14,8 +14,11 @@
 //	         [-m] [-a ack_timeout]
 //
 // It runs on the software fabric by default ($CMRT_FABRIC selects another;
-// see fabric.go for the software fabric's CMRT_SOFT_* knobs). The exit
-// status is the C program's: 0 on success.
+// see examples/internal/tool for the software fabric's CMRT_SOFT_* knobs).
+// A failed call is reported on stderr as perror(3) words it, followed by
+// cmrt's account in parentheses. The exit status is the C program's: 1 on
+// a usage error or when no event channel opens, otherwise the "return
+// status" it prints, & 0xff (-111 exits 145).
 package main
 
 import (
@@ -23,7 +26,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -36,7 +38,7 @@ import (
 	"github.com/cmrt/cmrt/id"
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(run(tool.Args(), os.Stdout, os.Stderr)) }
 
 // node is one connection, as struct cmatest_node.
 type node struct {
@@ -76,11 +78,12 @@ type test struct {
 
 func (t *test) printf(format string, a ...any) { fmt.Fprintf(t.out, format, a...) }
 
-// perror prints a failed call the way perror(3) does, to stderr.
-func (t *test) perror(what string, err error) { fmt.Fprintf(t.errw, "%s: %v\n", what, err) }
+// perror prints a failed call the way perror(3) does, with cmrt's account,
+// to stderr.
+func (t *test) perror(what string, err error) { tool.Perror(t.errw, what, err) }
 
-func usage(w io.Writer) {
-	fmt.Fprint(w, "usage: ucmatose\n"+
+func usage(w io.Writer, prog string) {
+	fmt.Fprint(w, "usage: "+prog+"\n"+
 		"\t[-s server_address]\n"+
 		"\t[-b bind_address]\n"+
 		"\t[-f address_format]\n"+
@@ -119,15 +122,16 @@ func strtoul8(s string) uint8 {
 	return uint8(n)
 }
 
-// run is the program: it parses args, runs the server or the client and
-// returns the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+// run is the program: argv is its command line, program name first, as C's
+// main gets it. It runs the server or the client and returns the exit
+// status.
+func run(argv []string, stdout, stderr io.Writer) int {
 	t := &test{out: stdout, errw: stderr, ps: id.PSTCP, connections: 1, messageCount: 10, messageSize: 100, port: "7471"}
-	opts, _, err := tool.Getopt(args, "s:b:f:P:c:C:S:t:p:ma:")
+	opts, _, err := tool.Getopt(argv[1:], "s:b:f:P:c:C:S:t:p:ma:")
 	if err != nil {
-		fmt.Fprintf(stdout, "ucmatose: %v\n", err)
-		usage(stdout)
-		return 1
+		tool.PrintGetoptError(stderr, argv[0], err)
+		usage(stdout, argv[0])
+		return tool.ExitFailure
 	}
 	for _, o := range opts {
 		switch o.Name {
@@ -142,8 +146,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 			case strings.HasPrefix(a, "ip"):
 				t.family = "ip"
 			case strings.HasPrefix(a, "gid"):
-				fmt.Fprintln(stderr, "ucmatose: gid addresses (AF_IB) are not supported")
-				return 1
+				fmt.Fprintln(stderr, argv[0]+": gid addresses (AF_IB) are not supported")
+				return tool.ExitFailure
 			case !strings.HasPrefix(a, "name"):
 				fmt.Fprintln(stderr, "Warning: unknown address format")
 			}
@@ -175,16 +179,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	t.connectsLeft = t.connections
 
-	if t.fab, err = tool.Fabric(); err != nil {
-		fmt.Fprintf(stdout, "ucmatose: %v\n", err)
-		return 1
+	if t.ch, err = tool.CreateEventChannel(stderr); err != nil {
+		return tool.ExitFailure
 	}
-	if t.ch, err = tool.NewChannel(t.fab); err != nil {
-		fmt.Fprintf(stdout, "failed to create event channel: %v\n", err)
-		return 1
-	}
+	t.fab = t.ch.Fabric()
 	if err := t.allocNodes(); err != nil {
-		return 1
+		_ = t.ch.Close()
+		return tool.ExitFailure
 	}
 	var ret int
 	if t.dst != "" {
@@ -198,49 +199,41 @@ func run(args []string, stdout, stderr io.Writer) int {
 		t.perror("ucmatose: destroy event channel", err)
 	}
 	t.printf("return status %d\n", ret)
-	return ret & 0xff
+	return tool.ExitStatus(ret)
 }
 
-// resolve turns a host (name or literal) and port into an address, as
-// get_rdma_addr's getaddrinfo: IPv4 first unless -f ipv6.
+// resolve turns a host (name or numeric) and the port into an address, as
+// get_rdma_addr's rdma_getaddrinfo: the wildcard address when passive and
+// host is empty, numeric hosts only with -f ip or -f ipv6, IPv6 only with
+// -f ipv6. Failures are *id.AddrInfoError.
 func (t *test) resolve(host string, passive bool) (netip.AddrPort, error) {
-	port, err := strconv.ParseUint(t.port, 10, 16)
+	hints := &id.AddrInfo{PortSpace: t.ps}
+	switch t.family {
+	case "ip":
+		hints.Flags = id.AINumericHost
+	case "ipv6":
+		hints.Flags, hints.Family = id.AINumericHost|id.AIFamily, syscall.AF_INET6
+	}
+	if passive {
+		hints.Flags |= id.AIPassive
+	}
+	ai, err := id.GetAddrInfo(context.Background(), host, t.port, hints)
 	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("port %q: %w", t.port, err)
+		return netip.AddrPort{}, err
 	}
-	if host == "" {
-		a := netip.IPv4Unspecified()
-		if !passive {
-			a = netip.MustParseAddr("127.0.0.1")
-		}
-		if t.family == "ipv6" {
-			a = netip.IPv6Unspecified()
-			if !passive {
-				a = netip.IPv6Loopback()
-			}
-		}
-		return netip.AddrPortFrom(a, uint16(port)), nil
+	if passive {
+		return ai.Src, nil
 	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		return netip.AddrPortFrom(a.Unmap(), uint16(port)), nil
+	return ai.Dst, nil
+}
+
+// gaiStatus is the status rdma_getaddrinfo returns for err: the EAI_* code.
+func gaiStatus(err error) int {
+	var e *id.AddrInfoError
+	if errors.As(err, &e) {
+		return e.Code
 	}
-	if t.family != "" {
-		return netip.AddrPort{}, fmt.Errorf("%s: not a numeric address", host)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil || len(addrs) == 0 {
-		return netip.AddrPort{}, fmt.Errorf("%s: %w", host, errors.Join(err, syscall.EADDRNOTAVAIL))
-	}
-	best := addrs[0]
-	for _, a := range addrs {
-		if a.Unmap().Is4() {
-			best = a
-			break
-		}
-	}
-	return netip.AddrPortFrom(best.Unmap(), uint16(port)), nil
+	return -1
 }
 
 func (t *test) allocNodes() error {
@@ -520,7 +513,7 @@ func (t *test) runServer() int {
 	addr, err := t.resolve(t.src, true)
 	if err != nil {
 		t.printf("cmatose: getrdmaaddr error: %v\n", err)
-		return -1
+		return gaiStatus(err)
 	}
 	if err := listen.Bind(addr); err != nil {
 		t.perror("cmatose: bind address failed", err)
@@ -578,7 +571,7 @@ func (t *test) runClient() int {
 	}
 	if err != nil {
 		t.printf("cmatose: getaddrinfo error: %v\n", err)
-		return -1
+		return gaiStatus(err)
 	}
 	t.printf("cmatose: connecting\n")
 	for i := range t.nodes {

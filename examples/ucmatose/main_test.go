@@ -18,7 +18,7 @@ func serve(t *testing.T, args ...string) (out *tooltest.Buffer, rc <-chan int) {
 	t.Helper()
 	out = &tooltest.Buffer{}
 	ch := make(chan int, 1)
-	go func() { ch <- run(args, out, out) }()
+	go func() { ch <- run(argv(args...), out, out) }()
 	deadline := time.Now().Add(5 * time.Second)
 	for !strings.Contains(out.String(), "starting server") {
 		if time.Now().After(deadline) {
@@ -86,7 +86,7 @@ func TestServerClient(t *testing.T) {
 			sargs := append([]string{"-b", "127.0.0.1", "-p", port}, tc.args...)
 			sout, src := serve(t, sargs...)
 			cout := &tooltest.Buffer{}
-			crc := run(append([]string{"-s", "127.0.0.1", "-p", port}, tc.args...), cout, cout)
+			crc := run(argv(append([]string{"-s", "127.0.0.1", "-p", port}, tc.args...)...), cout, cout)
 			srv := waitRC(t, src, sout)
 			wantS, wantC := serverOut, clientOut
 			if strings.Contains(tc.name, "migrate") {
@@ -108,26 +108,57 @@ func TestServerClient(t *testing.T) {
 	checkLeaks(t)
 }
 
+// argv is the command line of the program run as "ucmatose".
+func argv(args ...string) []string { return append([]string{"ucmatose"}, args...) }
+
+const usageText = "\t[-s server_address]\n\t[-b bind_address]\n\t[-f address_format]\n\t    name, ip, ipv6, or gid\n" +
+	"\t[-P port_space]\n\t    tcp or ib\n\t[-c connections]\n\t[-C message_count]\n\t[-S message_size]\n" +
+	"\t[-t type_of_service]\n\t[-p port_number]\n\t[-m(igrate)]\n\t[-a ack_timeout]\n"
+
+// Failures print what cmatose.c prints (stdout) and perror's words with
+// cmrt's account (stderr), and exit with the C program's status.
 func TestErrors(t *testing.T) {
-	t.Run("no-server", func(t *testing.T) {
-		out := &tooltest.Buffer{}
-		rc := run([]string{"-s", "127.0.0.1", "-p", strconv.Itoa(tooltest.FreePorts(t, 1))}, out, out)
-		if rc == 0 || !strings.Contains(out.String(), "cmatose: event: RDMA_CM_EVENT_REJECTED, error: -111") ||
-			!strings.HasSuffix(out.String(), "return status -111\n") {
-			t.Fatalf("rc %d:\n%s", rc, out.String())
-		}
-	})
-	t.Run("bad-option", func(t *testing.T) {
-		out := &tooltest.Buffer{}
-		if rc := run([]string{"-x"}, out, out); rc != 1 || !strings.Contains(out.String(), "usage: ucmatose") {
-			t.Fatalf("rc %d:\n%s", rc, out.String())
-		}
-	})
-	t.Run("unresolvable", func(t *testing.T) {
-		out := &tooltest.Buffer{}
-		if rc := run([]string{"-s", "no-such-host.invalid"}, out, out); rc == 0 || !strings.Contains(out.String(), "getaddrinfo error") {
-			t.Fatalf("rc %d:\n%s", rc, out.String())
-		}
-	})
+	port := strconv.Itoa(tooltest.FreePorts(t, 1))
+	for _, c := range []struct {
+		name           string
+		env            string // CMRT_FABRIC
+		args           []string
+		rc             int
+		stdout, stderr string // stdout exactly; stderr's prefix ("" exactly)
+	}{
+		{"no-server", "", []string{"-s", "127.0.0.1", "-p", port}, 145,
+			"cmatose: starting client\ncmatose: connecting\ncmatose: event: RDMA_CM_EVENT_REJECTED, error: -111\n" +
+				"test complete\nreturn status -111\n", ""},
+		{"bad-option", "", []string{"-h"}, 1, "usage: ucmatose\n" + usageText, "ucmatose: invalid option -- 'h'\n"},
+		{"no-argument", "", []string{"-p"}, 1, "usage: ucmatose\n" + usageText, "ucmatose: option requires an argument -- 'p'\n"},
+		{"unresolvable", "", []string{"-s", "no-such-host.invalid"}, 254,
+			"cmatose: starting client\ncmatose: getaddrinfo error: Name or service not known\ntest complete\nreturn status -2\n", ""},
+		{"bad-service", "", []string{"-p", "no-such-service"}, 248,
+			"cmatose: starting server\ncmatose: getrdmaaddr error: Servname not supported for ai_socktype\ntest complete\nreturn status -8\n", ""},
+		{"bind-failure", "", []string{"-b", "192.0.2.254", "-p", port}, 255,
+			"cmatose: starting server\ntest complete\nreturn status -1\n",
+			"cmatose: bind address failed: Cannot assign requested address (cmrt: "},
+		{"no-fabric", "bogus", nil, 1, "", `No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC="bogus" (registered: "kernel" (github.com/cmrt/cmrt/fabric/kernel), "soft" (github.com/cmrt/cmrt/fabric/soft)): no such device)` + "\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("CMRT_FABRIC", c.env)
+			var out, errs tooltest.Buffer
+			rc := run(argv(c.args...), &out, &errs)
+			if rc != c.rc || out.String() != c.stdout || !strings.HasPrefix(errs.String(), c.stderr) ||
+				(c.stderr == "" && errs.String() != "") {
+				t.Errorf("exit %d, want %d\nstdout %q\nwant   %q\nstderr %q\nwant   %q...", rc, c.rc, out.String(), c.stdout, errs.String(), c.stderr)
+			}
+		})
+	}
 	checkLeaks(t)
+}
+
+// The program shows argv[0] as it was invoked, as C does.
+func TestArgv0(t *testing.T) {
+	bin := tooltest.Build(t, "github.com/cmrt/cmrt/examples/ucmatose")
+	p := tooltest.StartAs(t, bin, "./ucmatose", "-x")
+	if rc := p.Wait(); rc != 1 || !strings.HasPrefix(p.Stdout.String(), "usage: ./ucmatose\n\t[-s server_address]\n") ||
+		p.Stderr.String() != "./ucmatose: invalid option -- 'x'\n" {
+		t.Errorf("exit %d\nstdout %q\nstderr %q", rc, p.Stdout, p.Stderr)
+	}
 }

@@ -221,9 +221,17 @@ type Proc struct {
 // if it still runs.
 func Start(t testing.TB, path string, args ...string) *Proc {
 	t.Helper()
+	return StartAs(t, path, path, args...)
+}
+
+// StartAs is Start with argv0 as the program's argv[0] (the name it was
+// invoked by), as a shell gives "./prog" or "prog".
+func StartAs(t testing.TB, path, argv0 string, args ...string) *Proc {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	p := &Proc{Stdout: new(Buffer), Stderr: new(Buffer), done: make(chan struct{})}
 	p.Cmd = exec.CommandContext(ctx, path, args...)
+	p.Cmd.Args[0] = argv0
 	p.Cmd.Stdout, p.Cmd.Stderr = p.Stdout, p.Stderr
 	if err := p.Cmd.Start(); err != nil {
 		cancel()

@@ -1,8 +1,0 @@
-package main
-
-import "syscall"
-
-var (
-	errEINVAL = syscall.EINVAL
-	errENOMEM = syscall.ENOMEM
-)
