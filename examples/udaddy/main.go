@@ -12,20 +12,24 @@
 //	       [-p port_space: 0x111 UDP (default), 0x2 IPOIB]
 //
 // The rdma_cm port is 7174, as in rdma-core; -port (a cmrt extension)
-// changes it. Ids live on the default fabric (the software fabric, or the
-// one $CMRT_FABRIC names). A PS_IB port space (-p 0x13f) gets UD ids. The
-// exit status is 0 on success and 1 on failure; the last line says "return
-// status N" with the status rdma-core would return.
+// changes it (as "-port N", "-port=N" or "--port N"). Ids live on the
+// default fabric (the software fabric, or the one $CMRT_FABRIC names). A
+// PS_IB port space (-p 0x13f) gets UD ids. A failed call is reported on
+// stderr as perror(3) words it, followed by cmrt's account in parentheses.
+// The exit status is the C program's: 1 on a usage error or when no event
+// channel opens, otherwise the "return status" it prints, & 0xff (-110
+// exits 146).
 package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
@@ -69,8 +73,13 @@ const grhSize = 40
 // perror reports a failed call as perror(3) does, with cmrt's account.
 func perror(what string, err error) { tool.Perror(os.Stderr, what, err) }
 
-// errStatus is the status rdma-core returns for an error: -errno.
-func errStatus(err error) int { return tool.Status(err) }
+// The statuses udaddy.c's functions return: librdmacm calls return -1 and
+// leave the errno for perror; verbs posts return the errno itself.
+const failed = -1
+
+// postStatus is what ibv_post_send and ibv_post_recv return for err: the
+// errno.
+func postStatus(err error) int { return -tool.Status(err) }
 
 func createID(ctx any) (*id.ID, error) {
 	var opts []id.Option
@@ -80,76 +89,79 @@ func createID(ctx any) (*id.ID, error) {
 	return id.Create(t.ch, ctx, portSpace, opts...)
 }
 
-func createMessage(n *node) error {
+func createMessage(n *node) int {
 	if messageSize == 0 {
 		messageCount = 0
 	}
 	if messageCount == 0 {
-		return nil
+		return 0
 	}
 	n.mem = make([]byte, messageSize+grhSize)
 	mr, err := n.id.RegMsgs(n.mem)
 	if err != nil {
 		fmt.Println("failed to reg MR")
-		return err
+		return failed
 	}
 	n.mr = mr
-	return nil
+	return 0
 }
 
 // verifyTestParams checks the message size against what the path carries.
-func verifyTestParams(n *node) error {
+func verifyTestParams(n *node) int {
 	x, ok := n.id.QP().(interface{ MaxMessageSize() int })
 	if ok && messageCount > 0 && messageSize > x.MaxMessageSize() {
 		fmt.Printf("udaddy: message_size %d is larger than active mtu %d\n", messageSize, x.MaxMessageSize())
-		return fmt.Errorf("message too large: %w", errEINVAL)
+		return -int(syscall.EINVAL)
 	}
-	return nil
+	return 0
 }
 
-func initNode(n *node) error {
+// initNode creates the QP and the message buffer. The path's MTU is known
+// once the QP exists, so the message size is checked after it (udaddy.c
+// checks it first).
+func initNode(n *node) int {
 	cnt := max(messageCount, 1)
 	err := n.id.CreateQP(&id.QPInitAttr{Cap: id.QPCap{MaxSendWR: cnt, MaxRecvWR: cnt, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err != nil {
 		perror("udaddy: unable to create QP", err)
-		return err
+		return failed
 	}
-	if err := verifyTestParams(n); err != nil {
-		return err
+	if ret := verifyTestParams(n); ret != 0 {
+		return ret
 	}
-	if err := createMessage(n); err != nil {
-		fmt.Printf("udaddy: failed to create messages: %d\n", errStatus(err))
-		return err
+	if ret := createMessage(n); ret != 0 {
+		fmt.Printf("udaddy: failed to create messages: %d\n", ret)
+		return ret
 	}
-	return nil
+	return 0
 }
 
-func postRecvs(n *node) error {
+func postRecvs(n *node) int {
 	for k := 0; k < messageCount; k++ {
 		if err := n.id.PostRecv(uint64(k), n.mem, n.mr); err != nil {
-			fmt.Printf("failed to post receives: %d\n", errStatus(err))
-			return err
+			fmt.Printf("failed to post receives: %d\n", postStatus(err))
+			return postStatus(err)
 		}
 	}
-	return nil
+	return 0
 }
 
-func postSends(n *node, flags id.SendFlags) error {
+func postSends(n *node, flags id.SendFlags) int {
 	if !n.connected || messageCount == 0 {
-		return nil
+		return 0
 	}
 	for k := 0; k < messageCount; k++ {
 		if err := n.id.PostUDSend(uint64(k), n.mem[:messageSize], n.mr, flags, n.ah, n.remoteQPN); err != nil {
-			fmt.Printf("failed to post sends: %d\n", errStatus(err))
-			return err
+			fmt.Printf("failed to post sends: %d\n", postStatus(err))
+			return postStatus(err)
 		}
 	}
-	return nil
+	return 0
 }
 
 func connectError() { t.connectsLeft-- }
 
-func addrHandler(n *node) error {
+func addrHandler(n *node) int {
 	if setTOS {
 		if err := n.id.SetTOS(tos); err != nil {
 			perror("udaddy: set TOS option failed", err)
@@ -158,86 +170,84 @@ func addrHandler(n *node) error {
 	if err := n.id.ResolveRoute(2000 * time.Millisecond); err != nil {
 		perror("udaddy: resolve route failed", err)
 		connectError()
-		return err
+		return failed
 	}
-	return nil
+	return 0
 }
 
-func routeHandler(n *node) error {
-	err := initNode(n)
-	if err == nil {
-		err = postRecvs(n)
+func routeHandler(n *node) int {
+	ret := initNode(n)
+	if ret == 0 {
+		ret = postRecvs(n)
 	}
-	if err == nil {
-		if err = n.id.Connect(&id.ConnParam{}); err != nil {
+	if ret == 0 {
+		if err := n.id.Connect(&id.ConnParam{}); err != nil {
 			perror("udaddy: failure connecting", err)
+			ret = failed
 		}
 	}
-	if err != nil {
+	if ret != 0 {
 		connectError()
 	}
-	return err
+	return ret
 }
 
-func connectHandler(cid *id.ID) error {
+func connectHandler(cid *id.ID) int {
 	if t.connIndex == connections {
 		fmt.Println("udaddy: failing connection request")
 		_ = cid.Reject(nil)
-		return errENOMEM
+		return -int(syscall.ENOMEM)
 	}
 	n := &t.nodes[t.connIndex]
 	t.connIndex++
 	n.id = cid
 	cid.SetContext(n)
-	err := initNode(n)
-	if err == nil {
-		err = postRecvs(n)
+	ret := initNode(n)
+	if ret == 0 {
+		ret = postRecvs(n)
 	}
-	if err == nil {
-		if err = cid.Accept(&id.ConnParam{QPNum: cid.QP().Num()}); err != nil {
+	if ret == 0 {
+		if err := cid.Accept(&id.ConnParam{QPNum: cid.QP().Num()}); err != nil {
 			perror("udaddy: failure accepting", err)
+			ret = failed
 		}
 	}
-	if err != nil {
+	if ret != 0 {
 		n.id = nil
 		connectError()
 		fmt.Println("udaddy: failing connection request")
 		_ = cid.Reject(nil)
-		return err
+		return ret
 	}
 	n.connected = true
 	t.connectsLeft--
-	return nil
+	return 0
 }
 
-func resolvedHandler(n *node, ev *id.Event) error {
+func resolvedHandler(n *node, ev *id.Event) int {
 	n.remoteQPN, n.remoteQKey = ev.UD.QPNum, ev.UD.QKey
 	ah := ev.UD.AH
 	n.ah = &ah
 	n.connected = true
 	t.connectsLeft--
-	return nil
+	return 0
 }
 
 // cmaHandler handles one event; a non-zero status ends the test.
 func cmaHandler(ev *id.Event) int {
-	var err error
 	switch ev.Type {
 	case id.EventAddrResolved:
-		err = addrHandler(ev.ID.Context().(*node))
+		return addrHandler(ev.ID.Context().(*node))
 	case id.EventRouteResolved:
-		err = routeHandler(ev.ID.Context().(*node))
+		return routeHandler(ev.ID.Context().(*node))
 	case id.EventConnectRequest:
-		err = connectHandler(ev.ID)
+		return connectHandler(ev.ID)
 	case id.EventEstablished:
-		err = resolvedHandler(ev.ID.Context().(*node), ev)
+		return resolvedHandler(ev.ID.Context().(*node), ev)
 	case id.EventAddrError, id.EventRouteError, id.EventConnectError, id.EventUnreachable, id.EventRejected:
 		fmt.Printf("udaddy: event: %s, error: %d\n", ev.Type, ev.Status)
 		connectError()
 		return ev.Status
-	}
-	if err != nil {
-		return errStatus(err)
 	}
 	return 0
 }
@@ -248,7 +258,7 @@ func connectEvents() int {
 		ev, err := t.ch.GetEvent()
 		if err != nil {
 			perror("udaddy: rdma_get_cm_event", err)
-			return errStatus(err)
+			return failed
 		}
 		ret = cmaHandler(ev)
 		_ = ev.Ack()
@@ -274,8 +284,8 @@ func pollCQs(sends bool) int {
 			got := cq.Poll(wcs)
 			if got == 0 {
 				if err := cq.Wait(context.Background()); err != nil {
-					fmt.Printf("udaddy: failed polling CQ: %d\n", errStatus(err))
-					return errStatus(err)
+					fmt.Printf("udaddy: failed polling CQ: %d\n", tool.Status(err))
+					return tool.Status(err)
 				}
 				continue
 			}
@@ -301,16 +311,20 @@ func runServer() int {
 	lis, err := createID(&t)
 	if err != nil {
 		perror("udaddy: listen request failed", err)
-		return errStatus(err)
+		return failed
 	}
 	defer lis.Destroy()
+	if err := getRDMAAddr(true); err != nil {
+		fmt.Printf("udaddy: getrdmaaddr error: %v\n", err)
+		return gaiStatus(err)
+	}
 	if err := lis.Bind(t.src); err != nil {
 		perror("udaddy: bind address failed", err)
-		return errStatus(err)
+		return failed
 	}
 	if err := lis.Listen(0); err != nil {
 		perror("udaddy: failure trying to listen", err)
-		return errStatus(err)
+		return failed
 	}
 	connectEvents()
 	if messageCount == 0 {
@@ -322,8 +336,8 @@ func runServer() int {
 	}
 	fmt.Println("sending replies")
 	for k := range t.nodes {
-		if err := postSends(&t.nodes[k], id.SendSignaled); err != nil {
-			return errStatus(err)
+		if ret := postSends(&t.nodes[k], id.SendSignaled); ret != 0 {
+			return ret
 		}
 	}
 	if ret := pollCQs(true); ret != 0 {
@@ -335,12 +349,16 @@ func runServer() int {
 
 func runClient() int {
 	fmt.Println("udaddy: starting client")
+	if err := getRDMAAddr(false); err != nil {
+		fmt.Printf("udaddy: getaddrinfo error: %v\n", err)
+		return gaiStatus(err)
+	}
 	fmt.Println("udaddy: connecting")
 	for k := range t.nodes {
 		if err := t.nodes[k].id.ResolveAddr(t.src, t.dst, 2000*time.Millisecond); err != nil {
 			perror("udaddy: failure getting addr", err)
 			connectError()
-			return errStatus(err)
+			return failed
 		}
 	}
 	if ret := connectEvents(); ret != 0 {
@@ -351,8 +369,8 @@ func runClient() int {
 	}
 	fmt.Println("initiating data transfers")
 	for k := range t.nodes {
-		if err := postSends(&t.nodes[k], 0); err != nil {
-			return errStatus(err)
+		if ret := postSends(&t.nodes[k], 0); ret != 0 {
+			return ret
 		}
 	}
 	fmt.Println("receiving data transfers")
@@ -379,110 +397,115 @@ func usage(name string) {
 	fmt.Printf("\t[-port rdma_cm_port (cmrt extension, default 7174)]\n")
 }
 
-// lookup resolves a host name or address (the first address, as
-// getaddrinfo gives them).
-func lookup(host string) (netip.Addr, error) {
-	a, err := tool.LookupHost(host)
-	if err != nil {
-		return netip.Addr{}, fmt.Errorf("getaddrinfo %s: %w", host, err)
+// getRDMAAddr resolves the addresses as get_rdma_addr (rdma_getaddrinfo):
+// the server's -b (or the wildcard) with the port; the client's -s with the
+// port, and its -b with port 0. Failures are *tool.GAIError.
+func getRDMAAddr(passive bool) error {
+	var err error
+	service := strconv.Itoa(port)
+	if passive {
+		t.src, err = tool.Getaddrinfo(srcAddr, service, true)
+		return err
 	}
-	return a, nil
+	if srcAddr != "" {
+		if t.src, err = tool.Getaddrinfo(srcAddr, "", true); err != nil {
+			return err
+		}
+	}
+	t.dst, err = tool.Getaddrinfo(dstAddr, service, false)
+	return err
 }
 
-func parseArgs(args []string) bool {
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	fs.Usage = func() { usage(args[0]) }
-	fs.SetOutput(os.Stdout)
-	var tosArg, psArg, psName, format string
-	fs.StringVar(&dstAddr, "s", "", "")
-	fs.StringVar(&srcAddr, "b", "", "")
-	fs.IntVar(&connections, "c", 1, "")
-	fs.IntVar(&messageCount, "C", 10, "")
-	fs.IntVar(&messageSize, "S", 100, "")
-	fs.StringVar(&tosArg, "t", "", "")
-	fs.StringVar(&psArg, "p", "", "")
-	fs.StringVar(&psName, "P", "", "")
-	fs.StringVar(&format, "f", "", "")
-	fs.IntVar(&port, "port", 7174, "")
-	if err := fs.Parse(args[1:]); err != nil || fs.NArg() > 0 {
-		if err == nil {
-			usage(args[0])
-		}
+// gaiStatus is the status rdma_getaddrinfo returns for err: the EAI_* code.
+func gaiStatus(err error) int {
+	var e *tool.GAIError
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return -1
+}
+
+// parseArgs parses the command line (program name first) as udaddy.c's
+// getopt loop, with -port added; it returns false after a usage error.
+func parseArgs(argv []string) bool {
+	opts, _, err := tool.Getopt(argv[1:], "s:b:c:C:S:t:p:P:f:", "port:")
+	if err != nil {
+		tool.PrintGetoptError(os.Stderr, argv[0], err)
+		usage(argv[0])
 		return false
 	}
-	if tosArg != "" {
-		v, err := strconv.ParseUint(tosArg, 0, 8)
-		if err != nil {
-			usage(args[0])
-			return false
+	for _, o := range opts {
+		switch o.Name {
+		case 's':
+			dstAddr = o.Arg
+		case 'b':
+			srcAddr = o.Arg
+		case 'c':
+			connections = tool.Atoi(o.Arg)
+		case 'C':
+			messageCount = tool.Atoi(o.Arg)
+		case 'S':
+			messageSize = tool.Atoi(o.Arg)
+		case 't':
+			v, err := strconv.ParseUint(o.Arg, 0, 8)
+			if err != nil {
+				usage(argv[0])
+				return false
+			}
+			setTOS, tos = true, uint8(v)
+		case 'p':
+			v, err := strconv.ParseInt(o.Arg, 0, 32)
+			if err != nil {
+				usage(argv[0])
+				return false
+			}
+			portSpace = id.PortSpace(v)
+		case 'f':
+			switch f := strings.ToLower(o.Arg); {
+			case strings.HasPrefix(f, "ip") || strings.HasPrefix(f, "name"):
+			case strings.HasPrefix(f, "gid"):
+				fmt.Fprintln(os.Stderr, argv[0]+": gid addresses (AF_IB) are not supported")
+				return false
+			default:
+				fmt.Fprintln(os.Stderr, "Warning: unknown address format")
+			}
+		case 'P':
+			switch p := strings.ToLower(o.Arg); {
+			case strings.HasPrefix(p, "ipoib"):
+				portSpace = id.PSIPoIB
+			case !strings.HasPrefix(p, "udp"):
+				fmt.Fprintln(os.Stderr, "Warning: unknown port space format")
+			}
+		case 0: // -port
+			v, err := strconv.ParseUint(o.Arg, 10, 16)
+			if err != nil {
+				usage(argv[0])
+				return false
+			}
+			port = int(v)
 		}
-		setTOS, tos = true, uint8(v)
 	}
-	if psArg != "" {
-		v, err := strconv.ParseInt(psArg, 0, 32)
-		if err != nil {
-			usage(args[0])
-			return false
-		}
-		portSpace = id.PortSpace(v)
-	}
-	switch {
-	case psName == "":
-	case strings.HasPrefix(strings.ToLower(psName), "ipoib"):
-		portSpace = id.PSIPoIB
-	case !strings.HasPrefix(strings.ToLower(psName), "udp"):
-		fmt.Fprintln(os.Stderr, "Warning: unknown port space format")
-	}
-	switch f := strings.ToLower(format); {
-	case f == "" || strings.HasPrefix(f, "ip") || strings.HasPrefix(f, "name"):
-	case strings.HasPrefix(f, "gid"):
-		fmt.Fprintln(os.Stderr, "udaddy: gid addresses (AF_IB) are not supported")
-		return false
-	default:
-		fmt.Fprintln(os.Stderr, "Warning: unknown address format")
-	}
-	if connections < 1 || port < 0 || port > 0xFFFF || messageCount < 0 || messageSize < 0 {
-		usage(args[0])
+	if connections < 1 || messageCount < 0 || messageSize < 0 {
+		usage(argv[0])
 		return false
 	}
 	return true
 }
 
-func run() int {
-	var err error
-	if srcAddr != "" {
-		a, err := lookup(srcAddr)
-		if err != nil {
-			fmt.Printf("udaddy: %v\n", err)
-			return -1
-		}
-		t.src = netip.AddrPortFrom(a, 0)
-	}
-	if dstAddr != "" {
-		a, err := lookup(dstAddr)
-		if err != nil {
-			fmt.Printf("udaddy: %v\n", err)
-			return -1
-		}
-		t.dst = netip.AddrPortFrom(a, uint16(port))
-	} else {
-		a := netip.IPv4Unspecified()
-		if t.src.IsValid() {
-			a = t.src.Addr()
-		}
-		t.src = netip.AddrPortFrom(a, uint16(port))
-	}
+// allocNodes makes the client's ids (alloc_nodes).
+func allocNodes() error {
 	t.nodes = make([]node, connections)
-	if dstAddr != "" {
-		for k := range t.nodes {
-			if t.nodes[k].id, err = createID(&t.nodes[k]); err != nil {
-				perror("udaddy: unable to create id", err)
-				return errStatus(err)
-			}
-		}
-		return runClient()
+	if dstAddr == "" {
+		return nil
 	}
-	return runServer()
+	for k := range t.nodes {
+		var err error
+		if t.nodes[k].id, err = createID(&t.nodes[k]); err != nil {
+			perror("udaddy: unable to create id", err)
+			return err
+		}
+	}
+	return nil
 }
 
 func destroyNodes() {
@@ -497,22 +520,29 @@ func destroyNodes() {
 }
 
 func main() {
-	if !parseArgs(os.Args) {
-		os.Exit(1)
+	if !parseArgs(tool.Args()) {
+		os.Exit(tool.ExitFailure)
 	}
 	t.connectsLeft = connections
-	ch, err := channel.New()
+	ch, err := tool.CreateEventChannel(os.Stderr)
 	if err != nil {
-		perror("udaddy: unable to create event channel", err)
-		os.Exit(1)
+		os.Exit(tool.ExitFailure)
 	}
 	t.ch = ch
-	ret := run()
+	if err := allocNodes(); err != nil {
+		destroyNodes()
+		_ = ch.Close()
+		os.Exit(tool.ExitFailure)
+	}
+	var ret int
+	if dstAddr != "" {
+		ret = runClient()
+	} else {
+		ret = runServer()
+	}
 	fmt.Println("test complete")
 	destroyNodes()
 	_ = ch.Close()
 	fmt.Printf("return status %d\n", ret)
-	if ret != 0 {
-		os.Exit(1)
-	}
+	os.Exit(tool.ExitStatus(ret))
 }

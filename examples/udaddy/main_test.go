@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -29,6 +30,7 @@ func udaddy(t *testing.T, args ...string) (*exec.Cmd, *bytes.Buffer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Args[0] = "udaddy"
 	cmd.Env = append(os.Environ(), runEnv+"=1")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -95,7 +97,7 @@ func TestNoServer(t *testing.T) {
 	}
 	cli, out := udaddy(t, "-s", "127.0.0.1", "-port", freePort(t))
 	err := cli.Wait()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 146 { // -110 & 0xff
 		t.Fatalf("exit: %v\n%s", err, out)
 	}
 	want := lines("udaddy: starting client", "udaddy: connecting",
@@ -105,23 +107,62 @@ func TestNoServer(t *testing.T) {
 	}
 }
 
+// exec runs the program as argv0 with args to its end.
+func execAs(t *testing.T, argv0 string, env []string, args ...string) (rc int, stdout, stderr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Args[0] = argv0
+	cmd.Env = append(append(os.Environ(), runEnv+"=1"), env...)
+	var out, errs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errs
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		return ee.ExitCode(), out.String(), errs.String()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, out.String(), errs.String()
+}
+
+var mtuRE = regexp.MustCompile(`active mtu \d+`)
+
+const usageText = "\t[-s server_address]\n\t[-b bind_address]\n\t[-f address_format]\n\t    name, ip, ipv6, or gid\n" +
+	"\t[-P port_space]\n\t    udp or ipoib\n\t[-c connections]\n\t[-C message_count]\n\t[-S message_size]\n" +
+	"\t[-t type_of_service]\n\t[-p port_space - 0x111 for UDP (default), 0x2 for IPOIB]\n" +
+	"\t[-port rdma_cm_port (cmrt extension, default 7174)]\n"
+
+// Failures print what udaddy.c prints (stdout; getopt's and perror's
+// lines on stderr, perror's with cmrt's account) and exit with the C
+// program's status.
 func TestErrors(t *testing.T) {
+	port := freePort(t)
 	for _, c := range []struct {
-		args []string
-		want string
+		argv0          string
+		env            []string
+		args           []string
+		rc             int
+		stdout, stderr string // stdout exactly; stderr's prefix ("" exactly)
 	}{
-		{[]string{"-s", "127.0.0.1", "-S", "70000"}, "udaddy: message_size 70000 is larger than active mtu"},
-		{[]string{"-x"}, "usage:"},
-		{[]string{"-b", "192.0.2.254"}, "udaddy: bind address failed:"},
-		{[]string{"-s", "no-such-host.invalid"}, "getaddrinfo"},
+		{"udaddy", nil, []string{"-h"}, 1, "usage: udaddy\n" + usageText, "udaddy: invalid option -- 'h'\n"},
+		{"./udaddy", nil, []string{"-port"}, 1, "usage: ./udaddy\n" + usageText, "./udaddy: option '-port' requires an argument\n"},
+		{"/usr/bin/udaddy", nil, []string{"-s"}, 1, "usage: /usr/bin/udaddy\n" + usageText, "/usr/bin/udaddy: option requires an argument -- 's'\n"},
+		{"/tmp/go-build42/b001/exe/udaddy", nil, []string{"-x"}, 1, "usage: udaddy\n" + usageText, "udaddy: invalid option -- 'x'\n"},
+		{"udaddy", nil, []string{"-s", "127.0.0.1", "-S", "70000", "-port", port}, 234, // -EINVAL
+			lines("udaddy: starting client", "udaddy: connecting", "udaddy: message_size 70000 is larger than active mtu N",
+				"test complete", "return status -22"), ""},
+		{"udaddy", nil, []string{"-b", "192.0.2.254", "--port=" + port}, 255,
+			lines("udaddy: starting server", "test complete", "return status -1"),
+			"udaddy: bind address failed: Cannot assign requested address (cmrt: "},
+		{"udaddy", nil, []string{"-s", "no-such-host.invalid"}, 254,
+			lines("udaddy: starting client", "udaddy: getaddrinfo error: Name or service not known", "test complete", "return status -2"), ""},
+		{"udaddy", []string{"CMRT_FABRIC=bogus"}, nil, 1, "", "No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC=\"bogus\""},
 	} {
-		cmd, out := udaddy(t, c.args...)
-		err := cmd.Wait()
-		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-			t.Errorf("%v: exit %v\n%s", c.args, err, out)
-		}
-		if !strings.Contains(out.String(), c.want) {
-			t.Errorf("%v: output %q, want %q", c.args, out, c.want)
+		rc, stdout, stderr := execAs(t, c.argv0, c.env, c.args...)
+		stdout = mtuRE.ReplaceAllString(stdout, "active mtu N") // the loopback's MTU less the headers
+		if rc != c.rc || stdout != c.stdout || !strings.HasPrefix(stderr, c.stderr) || (c.stderr == "" && stderr != "") {
+			t.Errorf("%s %q: exit %d, want %d\nstdout %q\nwant   %q\nstderr %q\nwant   %q...", c.argv0, c.args, rc, c.rc, stdout, c.stdout, stderr, c.stderr)
 		}
 	}
 }
