@@ -18,13 +18,17 @@
 // groups use UDP port 4792. -l keeps the sender's QP from receiving its own
 // messages (IBV_QP_CREATE_BLOCK_SELF_MCAST_LB); other members still get
 // them. -M (AF_IB addresses) is not supported. A PS_IB port space (-p
-// 0x13f) gets UD ids. The exit status is 0 on success and 1 on failure; the
-// last line says "return status N" with the status rdma-core would return.
+// 0x13f) gets UD ids. A failed call is reported on stderr as perror(3)
+// words it, followed by cmrt's account in parentheses. The exit status is
+// the C program's: 1 on a usage error or when no event channel opens,
+// otherwise the "return status" it prints, & 0xff (-110 exits 146). One
+// difference: rdma-core's status is the last leave's (0 after any earlier
+// failure when leaving succeeds); here the first failure is kept.
 package main
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -71,27 +75,44 @@ const grhSize = 40
 // perror reports a failed call as perror(3) does, with cmrt's account.
 func perror(what string, err error) { tool.Perror(os.Stderr, what, err) }
 
-// errStatus is the status rdma-core returns for an error: -errno.
-func errStatus(err error) int { return tool.Status(err) }
+// The statuses mckey.c's functions return: librdmacm calls return -1 and
+// leave the errno for perror; verbs posts return the errno itself.
+const failed = -1
 
-func createMessage(n *node) error {
+// postStatus is what ibv_post_send and ibv_post_recv return for err: the
+// errno.
+func postStatus(err error) int { return -tool.Status(err) }
+
+// gaiStatus is the status getaddrinfo returns for err: the EAI_* code.
+func gaiStatus(err error) int {
+	var e *tool.GAIError
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return -1
+}
+
+func createMessage(n *node) int {
 	if messageSize == 0 {
 		messageCount = 0
 	}
 	if messageCount == 0 {
-		return nil
+		return 0
 	}
 	n.mem = make([]byte, messageSize+grhSize)
 	mr, err := n.id.RegMsgs(n.mem)
 	if err != nil {
 		fmt.Println("failed to reg MR")
-		return err
+		return failed
 	}
 	n.mr = mr
-	return nil
+	return 0
 }
 
-func initNode(n *node) error {
+// initNode creates the QP and the message buffer. The path's MTU is known
+// once the QP exists, so the message size is checked after it (mckey.c
+// checks it first).
+func initNode(n *node) int {
 	cnt := max(messageCount, 1)
 	err := n.id.CreateQP(&id.QPInitAttr{Cap: id.QPCap{MaxSendWR: cnt, MaxRecvWR: cnt, MaxSendSGE: 1, MaxRecvSGE: 1}})
 	if err == nil && !loopback {
@@ -103,60 +124,61 @@ func initNode(n *node) error {
 	}
 	if err != nil {
 		perror("mckey: unable to create QP", err)
-		return err
+		return failed
 	}
 	if x, ok := n.id.QP().(interface{ MaxMessageSize() int }); ok && messageCount > 0 && messageSize > x.MaxMessageSize() {
 		fmt.Printf("mckey: message_size %d is larger than active mtu %d\n", messageSize, x.MaxMessageSize())
-		return syscall.EINVAL
+		return -int(syscall.EINVAL)
 	}
-	if err := createMessage(n); err != nil {
-		fmt.Printf("mckey: failed to create messages: %d\n", errStatus(err))
-		return err
+	if ret := createMessage(n); ret != 0 {
+		fmt.Printf("mckey: failed to create messages: %d\n", ret)
+		return ret
 	}
-	return nil
+	return 0
 }
 
-func postRecvs(n *node) error {
+func postRecvs(n *node) int {
 	for k := 0; k < messageCount; k++ {
 		if err := n.id.PostRecv(uint64(k), n.mem, n.mr); err != nil {
-			fmt.Printf("failed to post receives: %d\n", errStatus(err))
-			return err
+			fmt.Printf("failed to post receives: %d\n", postStatus(err))
+			return postStatus(err)
 		}
 	}
-	return nil
+	return 0
 }
 
-func postSends(n *node) error {
+func postSends(n *node) int {
 	if !n.connected || messageCount == 0 {
-		return nil
+		return 0
 	}
 	for k := 0; k < messageCount; k++ {
 		if err := n.id.PostUDSend(uint64(k), n.mem[:messageSize], n.mr, 0, n.ah, n.remoteQPN); err != nil {
-			fmt.Printf("failed to post sends: %d\n", errStatus(err))
-			return err
+			fmt.Printf("failed to post sends: %d\n", postStatus(err))
+			return postStatus(err)
 		}
 	}
-	return nil
+	return 0
 }
 
-func addrHandler(n *node) error {
-	err := initNode(n)
-	if err == nil && !isSender {
-		err = postRecvs(n)
+func addrHandler(n *node) int {
+	ret := initNode(n)
+	if ret == 0 && !isSender {
+		ret = postRecvs(n)
 	}
-	if err == nil {
+	if ret == 0 {
 		flags := id.JoinFullMember
 		if sendOnly {
 			flags = id.JoinSendOnly
 		}
-		if err = n.id.JoinMulticastContext(context.Background(), dst.Addr(), flags, n); err != nil {
+		if err := n.id.JoinMulticastContext(context.Background(), dst.Addr(), flags, n); err != nil {
 			perror("mckey: failure joining", err)
+			ret = failed
 		}
 	}
-	if err != nil {
+	if ret != 0 {
 		connectsLeft--
 	}
-	return err
+	return ret
 }
 
 func joinHandler(n *node, ud *id.UDParam) {
@@ -171,9 +193,7 @@ func joinHandler(n *node, ud *id.UDParam) {
 func cmaHandler(ev *id.Event) int {
 	switch ev.Type {
 	case id.EventAddrResolved:
-		if err := addrHandler(ev.ID.Context().(*node)); err != nil {
-			return errStatus(err)
-		}
+		return addrHandler(ev.ID.Context().(*node))
 	case id.EventMulticastJoin:
 		joinHandler(ev.ID.Context().(*node), &ev.UD)
 	case id.EventAddrError, id.EventRouteError, id.EventMulticastError:
@@ -190,7 +210,7 @@ func connectEvents() int {
 		ev, err := ch.GetEvent()
 		if err != nil {
 			perror("rdma_get_cm_event", err)
-			return errStatus(err)
+			return failed
 		}
 		ret = cmaHandler(ev)
 		_ = ev.Ack()
@@ -262,14 +282,14 @@ func run() int {
 		a, err := lookup(srcAddr)
 		if err != nil {
 			fmt.Printf("getaddrinfo failed (%v) - invalid hostname or IP address\n", err)
-			return -1
+			return gaiStatus(err)
 		}
 		src = netip.AddrPortFrom(a, 0)
 	}
 	a, err := lookup(dstAddr)
 	if err != nil {
 		fmt.Printf("getaddrinfo failed (%v) - invalid hostname or IP address\n", err)
-		return -1
+		return gaiStatus(err)
 	}
 	dst = netip.AddrPortFrom(a, 0)
 
@@ -280,13 +300,13 @@ func run() int {
 			if err := n.id.Bind(src); err != nil {
 				perror("mckey: addr bind failure", err)
 				connectsLeft--
-				return errStatus(err)
+				return failed
 			}
 		}
 		if err := n.id.ResolveAddr(src, dst, 2000*time.Millisecond); err != nil {
 			perror("mckey: resolve addr failure", err)
 			connectsLeft--
-			return errStatus(err)
+			return failed
 		}
 	}
 	ret := connectEvents()
@@ -303,8 +323,7 @@ func run() int {
 			if isSender {
 				fmt.Println("initiating data transfers")
 				for k := range nodes {
-					if err := postSends(&nodes[k]); err != nil {
-						ret = errStatus(err)
+					if ret = postSends(&nodes[k]); ret != 0 {
 						break
 					}
 				}
@@ -321,7 +340,7 @@ func run() int {
 		if err := nodes[k].id.LeaveMulticast(dst.Addr()); err != nil {
 			perror("mckey: failure leaving", err)
 			if ret == 0 {
-				ret = errStatus(err)
+				ret = failed
 			}
 		}
 	}
@@ -347,44 +366,54 @@ func usage(name string) {
 	fmt.Printf("\t[-T seconds to wait for the messages (cmrt extension; 0: forever)]\n")
 }
 
-func parseArgs(args []string) bool {
-	fs := flag.NewFlagSet(args[0], flag.ContinueOnError)
-	fs.SetOutput(os.Stdout)
-	fs.Usage = func() { usage(args[0]) }
-	var m, mUnmapped, ps string
-	var noLoop bool
-	var timeout float64
-	fs.StringVar(&m, "m", "", "")
-	fs.StringVar(&mUnmapped, "M", "", "")
-	fs.BoolVar(&isSender, "s", false, "")
-	fs.StringVar(&srcAddr, "b", "", "")
-	fs.IntVar(&connections, "c", 1, "")
-	fs.IntVar(&messageCount, "C", 10, "")
-	fs.IntVar(&messageSize, "S", 100, "")
-	fs.StringVar(&ps, "p", "", "")
-	fs.BoolVar(&sendOnly, "o", false, "")
-	fs.BoolVar(&noLoop, "l", false, "")
-	fs.Float64Var(&timeout, "T", 0, "")
-	if err := fs.Parse(args[1:]); err != nil {
+// parseArgs parses the command line (program name first) as mckey.c's
+// getopt loop, with -T added; it returns false after a usage error.
+func parseArgs(argv []string) bool {
+	opts, rest, err := tool.Getopt(argv[1:], "m:M:sb:c:C:S:p:olT:")
+	if err != nil {
+		tool.PrintGetoptError(os.Stderr, argv[0], err)
+		usage(argv[0])
 		return false
 	}
-	if fs.NArg() > 0 || connections < 1 || messageCount < 0 || messageSize < 0 || timeout < 0 {
-		usage(args[0])
-		return false
-	}
-	loopback = !noLoop
-	recvTimeout = time.Duration(timeout * float64(time.Second))
-	dstAddr = m
-	if mUnmapped != "" {
-		unmapped, dstAddr = true, mUnmapped
-	}
-	if ps != "" {
-		v, err := strconv.ParseInt(ps, 0, 32)
-		if err != nil {
-			usage(args[0])
-			return false
+	for _, o := range opts {
+		switch o.Name {
+		case 'm':
+			dstAddr = o.Arg
+		case 'M':
+			unmapped, dstAddr = true, o.Arg
+		case 's':
+			isSender = true
+		case 'b':
+			srcAddr = o.Arg
+		case 'c':
+			connections = tool.Atoi(o.Arg)
+		case 'C':
+			messageCount = tool.Atoi(o.Arg)
+		case 'S':
+			messageSize = tool.Atoi(o.Arg)
+		case 'p':
+			v, err := strconv.ParseInt(o.Arg, 0, 32)
+			if err != nil {
+				usage(argv[0])
+				return false
+			}
+			portSpace = id.PortSpace(v)
+		case 'o':
+			sendOnly = true
+		case 'l':
+			loopback = false
+		case 'T':
+			v, err := strconv.ParseFloat(o.Arg, 64)
+			if err != nil || v < 0 {
+				usage(argv[0])
+				return false
+			}
+			recvTimeout = time.Duration(v * float64(time.Second))
 		}
-		portSpace = id.PortSpace(v)
+	}
+	if len(rest) > 0 || connections < 1 || messageCount < 0 || messageSize < 0 {
+		usage(argv[0])
+		return false
 	}
 	if unmapped && srcAddr == "" {
 		fmt.Println("unmapped multicast address requires binding to source address")
@@ -395,21 +424,20 @@ func parseArgs(args []string) bool {
 		return false
 	}
 	if dstAddr == "" {
-		usage(args[0])
+		usage(argv[0])
 		return false
 	}
 	return true
 }
 
 func main() {
-	if !parseArgs(os.Args) {
-		os.Exit(1)
+	if !parseArgs(tool.Args()) {
+		os.Exit(tool.ExitFailure)
 	}
 	connectsLeft = connections
 	var err error
-	if ch, err = channel.New(); err != nil {
-		perror("mckey: unable to create event channel", err)
-		os.Exit(1)
+	if ch, err = tool.CreateEventChannel(os.Stderr); err != nil {
+		os.Exit(tool.ExitFailure)
 	}
 	nodes = make([]node, connections)
 	for k := range nodes {
@@ -419,11 +447,20 @@ func main() {
 		}
 		if nodes[k].id, err = id.Create(ch, &nodes[k], portSpace, opts...); err != nil {
 			perror("mckey: unable to create id", err)
-			os.Exit(1)
+			destroyNodes()
+			_ = ch.Close()
+			os.Exit(tool.ExitFailure)
 		}
 	}
 	ret := run()
 	fmt.Println("test complete")
+	destroyNodes()
+	_ = ch.Close()
+	fmt.Printf("return status %d\n", ret)
+	os.Exit(tool.ExitStatus(ret))
+}
+
+func destroyNodes() {
 	for k := range nodes {
 		if n := &nodes[k]; n.id != nil {
 			if n.id.QP() != nil {
@@ -431,10 +468,5 @@ func main() {
 			}
 			_ = n.id.Destroy()
 		}
-	}
-	_ = ch.Close()
-	fmt.Printf("return status %d\n", ret)
-	if ret != 0 {
-		os.Exit(1)
 	}
 }

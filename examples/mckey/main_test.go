@@ -35,6 +35,7 @@ func mckey(t *testing.T, args ...string) *proc {
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)
 	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Args[0] = "mckey"
 	cmd.Env = append(os.Environ(), runEnv+"=1")
 	r, w := io.Pipe()
 	cmd.Stdout, cmd.Stderr = w, w
@@ -115,26 +116,56 @@ func TestSenderAndReceivers(t *testing.T) {
 func TestReceiverTimeout(t *testing.T) {
 	p := mckey(t, "-m", group(), "-b", "127.0.0.1", "-T", "0.2", "-C", "3")
 	out, code := p.finish()
-	if code != 1 || !strings.Contains(out, "mckey: failed polling CQ") || !strings.HasSuffix(out, "return status -110\n") {
+	if code != 146 || !strings.Contains(out, "mckey: failed polling CQ") || !strings.HasSuffix(out, "return status -110\n") {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
 
+const usageText = "\t-m multicast_address\n\t[-M unmapped_multicast_address]\n\t replaces -m and requires -b\n" +
+	"\t[-s(ender)]\n\t[-b bind_address]\n\t[-c connections]\n\t[-C message_count]\n\t[-S message_size]\n" +
+	"\t[-p port_space - 0x111 for UDP (default), 0x2 for IPOIB]\n\t[-o join as a send-only full-member]\n" +
+	"\t[-l join without multicast loopback]\n\t[-T seconds to wait for the messages (cmrt extension; 0: forever)]\n"
+
+// Failures print what mckey.c prints (stdout; getopt's and perror's lines
+// on stderr, perror's with cmrt's account) and exit with the C program's
+// status.
 func TestErrors(t *testing.T) {
-	cases := []struct {
-		args []string
-		want string
+	for _, c := range []struct {
+		argv0          string
+		env            []string
+		args           []string
+		rc             int
+		stdout, stderr string // stdout exactly; stderr's prefix ("" exactly)
 	}{
-		{[]string{"-M", "ff05::1"}, "unmapped multicast address requires binding to source address"},
-		{[]string{"-M", "ff05::1", "-b", "::1"}, "not supported"},
-		{[]string{"-s"}, "usage:"},
-		{[]string{"-m", "239.1.1.1", "-b", "192.0.2.254"}, "mckey: addr bind failure:"},
-		{[]string{"-m", "no-such-host.invalid"}, "getaddrinfo failed"},
-	}
-	for _, c := range cases {
-		out, code := mckey(t, c.args...).finish()
-		if code != 1 || !strings.Contains(out, c.want) {
-			t.Errorf("%v: exit %d, output:\n%s\nwant %q", c.args, code, out, c.want)
+		{"mckey", nil, []string{"-h"}, 1, "usage: mckey\n" + usageText, "mckey: invalid option -- 'h'\n"},
+		{"./mckey", nil, []string{"-m"}, 1, "usage: ./mckey\n" + usageText, "./mckey: option requires an argument -- 'm'\n"},
+		{"/tmp/go-build7/b001/exe/mckey", nil, []string{"-s"}, 1, "usage: mckey\n" + usageText, ""},
+		{"mckey", nil, []string{"-M", "ff05::1"}, 1, "unmapped multicast address requires binding to source address\n", ""},
+		{"mckey", nil, []string{"-M", "ff05::1", "-b", "::1"}, 1, "mckey: unmapped (AF_IB) multicast addresses are not supported\n", ""},
+		{"mckey", nil, []string{"-m", "239.1.1.1", "-b", "192.0.2.254"}, 255,
+			lines("mckey: starting server", "mckey: joining", "test complete", "return status -1"),
+			"mckey: addr bind failure: Cannot assign requested address (cmrt: "},
+		{"mckey", nil, []string{"-m", "no-such-host.invalid"}, 254,
+			lines("mckey: starting server", "getaddrinfo failed (Name or service not known) - invalid hostname or IP address",
+				"test complete", "return status -2"), ""},
+		{"mckey", []string{"CMRT_FABRIC=bogus"}, []string{"-m", "239.1.1.1"}, 1, "", "No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC=\"bogus\""},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		cmd := exec.CommandContext(ctx, os.Args[0], c.args...)
+		cmd.Args[0] = c.argv0
+		cmd.Env = append(append(os.Environ(), runEnv+"=1"), c.env...)
+		var out, errs strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &errs
+		err := cmd.Run()
+		cancel()
+		rc := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			rc = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if rc != c.rc || out.String() != c.stdout || !strings.HasPrefix(errs.String(), c.stderr) || (c.stderr == "" && errs.String() != "") {
+			t.Errorf("%s %q: exit %d, want %d\nstdout %q\nwant   %q\nstderr %q\nwant   %q...", c.argv0, c.args, rc, c.rc, out.String(), c.stdout, errs.String(), c.stderr)
 		}
 	}
 }
