@@ -22,7 +22,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"os/signal"
@@ -100,8 +99,8 @@ func (o *output) debugf(format string, a ...any) {
 	}
 }
 
-// perror prints a failed call the way perror(3) does.
-func (o *output) perror(what string, err error) { o.eprintf("%s: %v\n", what, err) }
+// perror prints a failed call the way perror(3) does, with cmrt's account.
+func (o *output) perror(what string, err error) { o.eprintf("%s\n", tool.PerrorText(what, err)) }
 
 // cb is the control block, as struct rping_cb.
 type cb struct {
@@ -769,19 +768,19 @@ func (c *cb) awaitDisconnect(d time.Duration) {
 	}
 }
 
-// getAddr resolves a host name or address, as rping's get_addr.
-func getAddr(o *output, host string) (netip.Addr, bool) {
-	if a, err := netip.ParseAddr(host); err == nil {
-		return a.Unmap(), true
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-	if err != nil || len(addrs) == 0 {
+// getAddr resolves a host name or address, as rping's get_addr: it
+// returns getaddrinfo's status (0, or the EAI_* code it printed).
+func getAddr(o *output, host string) (netip.Addr, int) {
+	a, err := tool.LookupHost(host)
+	if err != nil {
 		o.printf("getaddrinfo failed (%v) - invalid hostname or IP address\n", err)
-		return netip.Addr{}, false
+		var e *tool.GAIError
+		if errors.As(err, &e) {
+			return netip.Addr{}, e.Code
+		}
+		return netip.Addr{}, -1
 	}
-	return addrs[0].Unmap(), true
+	return a, 0
 }
 
 func usage(o *output) {
@@ -825,17 +824,11 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	for _, op := range opts {
 		switch op.Name {
 		case 'a':
-			a, ok := getAddr(o, op.Arg)
-			if !ok {
-				ret = -1
-			}
+			var a netip.Addr
+			a, ret = getAddr(o, op.Arg)
 			c.sin = netip.AddrPortFrom(a, 0)
 		case 'I':
-			a, ok := getAddr(o, op.Arg)
-			if !ok {
-				ret = -1
-			}
-			c.ssource = a
+			c.ssource, ret = getAddr(o, op.Arg)
 		case 'P':
 			c.persistent = true
 		case 'p':
@@ -878,7 +871,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		}
 	}
 	if ret != 0 {
-		return ret & 0xff
+		return tool.ExitStatus(ret)
 	}
 	if server == -1 {
 		usage(o)
@@ -887,19 +880,13 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	c.server = server == 1
 	c.sin = netip.AddrPortFrom(c.sin.Addr(), uint16(port))
 
-	fab, err := tool.Fabric()
-	if err != nil {
-		o.eprintf("rping: %v\n", err)
-		return 1
-	}
-	if c.ch, err = tool.NewChannel(fab); err != nil {
-		o.perror("rdma_create_event_channel", err)
-		return int(errnoOf(err))
+	if c.ch, err = tool.CreateEventChannel(stderr); err != nil {
+		return tool.ExitStatus(int(errnoOf(err))) // rping returns errno
 	}
 	if c.cmID, err = id.Create(c.ch, c, id.PSTCP); err != nil {
 		o.perror("rdma_create_id", err)
 		_ = c.ch.Close()
-		return int(errnoOf(err))
+		return tool.ExitStatus(-1)
 	}
 	o.debugf("created cm_id %p\n", c.cmID)
 	cmDone := make(chan struct{})
@@ -921,7 +908,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if err := c.ch.Close(); err != nil {
 		o.perror("rdma_destroy_event_channel", err)
 	}
-	return ret & 0xff
+	return tool.ExitStatus(ret)
 }
 
 func errnoOf(err error) syscall.Errno {

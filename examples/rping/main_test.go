@@ -132,11 +132,20 @@ func TestErrors(t *testing.T) {
 		{[]string{"-s", "-S", "10"}, 22, "Invalid size 10"},
 		{[]string{"-s", "-C", "-1"}, 22, "Invalid count -1"},
 		{[]string{"-s", "-x"}, 22, "rping -c"},
+		{[]string{"-c", "-a", "no-such-host.invalid"}, 254, "getaddrinfo failed (Name or service not known) - invalid hostname or IP address\n"},
+		{[]string{"-s", "-a", "192.0.2.254", "-p", "7174"}, 255, "rdma_bind_addr: Cannot assign requested address (cmrt: "},
 	} {
 		out := &tooltest.Buffer{}
 		if rc := run(tc.args, out, out); rc != tc.rc || !strings.Contains(out.String(), tc.msg) {
 			t.Errorf("%v: rc %d, want %d with %q:\n%s", tc.args, rc, tc.rc, tc.msg, out.String())
 		}
+	}
+	// No fabric: no event channel, and rping returns the errno.
+	t.Setenv("CMRT_FABRIC", "bogus")
+	var out, errs tooltest.Buffer
+	if rc := run([]string{"-s"}, &out, &errs); rc != 19 || out.String() != "" ||
+		!strings.HasPrefix(errs.String(), "No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC=\"bogus\"") {
+		t.Errorf("no fabric: rc %d, want 19 (ENODEV)\nstdout %q\nstderr %q", rc, out.String(), errs.String())
 	}
 	soft.Default().Quiesce()
 	goleak.VerifyNone(t)
