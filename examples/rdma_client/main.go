@@ -14,8 +14,8 @@
 // after a failed librdmacm call, or a getaddrinfo EAI_* code); a failed call
 // is reported on stderr as perror(3) would ("rdma_connect: Connection
 // refused"), followed by cmrt's own account in parentheses. The exit status
-// is 0 on success and 1 on failure or a usage error (rdma-core returns the
-// value from main, so a shell sees 255 for -1).
+// is rdma-core's: 1 on a usage error, otherwise the value of "end N" & 0xff
+// (255 for -1).
 //
 // The id lives on the software fabric unless CMRT_FABRIC names another
 // one; the software fabric speaks iWARP, so this client also talks to
@@ -38,27 +38,28 @@ const (
 	msgSize = 16
 )
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(run(tool.Args(), os.Stdout, os.Stderr)) }
 
 type client struct {
 	server, port   string
 	stdout, stderr io.Writer
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "usage: %s\n", prog)
+func usage(w io.Writer, argv0 string) {
+	fmt.Fprintf(w, "usage: %s\n", argv0)
 	fmt.Fprintf(w, "\t[-s server_address]\n")
 	fmt.Fprintf(w, "\t[-p port_number]\n")
 }
 
-// run is the program: args are the command-line arguments without the
-// program name; the result is the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+// run is the program: argv is its command line, program name first, as C's
+// main gets it; the result is the exit status, C's: 1 on a usage error,
+// otherwise what rdma-core's run() returns, & 0xff (-1 exits 255).
+func run(argv []string, stdout, stderr io.Writer) int {
 	c := &client{server: "127.0.0.1", port: "7471", stdout: stdout, stderr: stderr}
-	opts, _, err := tool.Getopt(args, "s:p:")
+	opts, _, err := tool.Getopt(argv[1:], "s:p:")
 	if err != nil {
-		tool.PrintGetoptError(stderr, prog, err)
-		usage(stdout)
+		tool.PrintGetoptError(stderr, argv[0], err)
+		usage(stdout, argv[0])
 		return tool.ExitFailure
 	}
 	for _, o := range opts {
@@ -72,10 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "%s: start\n", prog)
 	ret := c.run()
 	fmt.Fprintf(stdout, "%s: end %d\n", prog, ret)
-	if ret != 0 {
-		return tool.ExitFailure
-	}
-	return tool.ExitSuccess
+	return tool.ExitStatus(ret)
 }
 
 func (c *client) perror(what string, err error) { tool.Perror(c.stderr, what, err) }

@@ -20,7 +20,7 @@ type result struct {
 
 func runClient(args ...string) result {
 	var out, errs tooltest.Buffer
-	rc := run(args, &out, &errs)
+	rc := run(append([]string{"rdma_client"}, args...), &out, &errs)
 	return result{rc, out.String(), errs.String()}
 }
 
@@ -69,7 +69,7 @@ func TestClientServer(t *testing.T) {
 
 func TestNoServer(t *testing.T) {
 	r := runClient("-p", strconv.Itoa(tooltest.FreePorts(t, 1)))
-	if r.rc != 1 || r.stdout != "rdma_client: start\nrdma_client: end -1\n" ||
+	if r.rc != 255 || r.stdout != "rdma_client: start\nrdma_client: end -1\n" ||
 		!strings.HasPrefix(r.stderr, "rdma_connect: Connection refused (") {
 		t.Fatalf("exit %d, stdout %q, stderr %q", r.rc, r.stdout, r.stderr)
 	}
@@ -79,7 +79,7 @@ func TestNoServer(t *testing.T) {
 func TestPortInUse(t *testing.T) {
 	srv, port := server(t)
 	p := tooltest.Start(t, tooltest.Build(t, serverPkg), "-p", strconv.Itoa(port))
-	if rc := p.Wait(); rc != 1 || !strings.HasPrefix(p.Stderr.String(), "rdma_create_ep: Address already in use (") {
+	if rc := p.Wait(); rc != 255 || !strings.HasPrefix(p.Stderr.String(), "rdma_create_ep: Address already in use (") {
 		t.Errorf("second server: exit %d\n%s%s", rc, p.Stdout, p.Stderr)
 	}
 	if r := runClient("-p", strconv.Itoa(port)); r.rc != 0 || r.stdout != ok {
@@ -94,18 +94,19 @@ func TestErrors(t *testing.T) {
 	usage := "usage: rdma_client\n\t[-s server_address]\n\t[-p port_number]\n"
 	for _, c := range []struct {
 		args           []string
+		rc             int
 		stdout, stderr string // stdout exactly, stderr's prefix
 	}{
-		{[]string{"-x"}, usage, "rdma_client: invalid option -- 'x'\n"},
-		{[]string{"-s"}, usage, "rdma_client: option requires an argument -- 's'\n"},
-		{[]string{"-s", "no-such-host.invalid"},
+		{[]string{"-x"}, 1, usage, "rdma_client: invalid option -- 'x'\n"},
+		{[]string{"-s"}, 1, usage, "rdma_client: option requires an argument -- 's'\n"},
+		{[]string{"-s", "no-such-host.invalid"}, 254,
 			"rdma_client: start\nrdma_getaddrinfo: Name or service not known\nrdma_client: end -2\n", ""},
-		{[]string{"-p", "no-such-service"},
+		{[]string{"-p", "no-such-service"}, 248,
 			"rdma_client: start\nrdma_getaddrinfo: Servname not supported for ai_socktype\nrdma_client: end -8\n", ""},
 	} {
 		r := runClient(c.args...)
-		if r.rc != 1 || r.stdout != c.stdout || !strings.HasPrefix(r.stderr, c.stderr) || (c.stderr == "" && r.stderr != "") {
-			t.Errorf("%q: exit %d\nstdout %q\nstderr %q\nwant stdout %q, stderr %q...", c.args, r.rc, r.stdout, r.stderr, c.stdout, c.stderr)
+		if r.rc != c.rc || r.stdout != c.stdout || !strings.HasPrefix(r.stderr, c.stderr) || (c.stderr == "" && r.stderr != "") {
+			t.Errorf("%q: exit %d (want %d)\nstdout %q\nstderr %q\nwant stdout %q, stderr %q...", c.args, r.rc, c.rc, r.stdout, r.stderr, c.stdout, c.stderr)
 		}
 	}
 }
@@ -113,7 +114,7 @@ func TestErrors(t *testing.T) {
 func TestKernelFabricWithoutDevice(t *testing.T) {
 	t.Setenv("CMRT_FABRIC", "kernel")
 	r := runClient("-p", strconv.Itoa(tooltest.FreePorts(t, 1)))
-	if r.rc != 1 || !strings.HasPrefix(r.stderr, "rdma_create_ep: No such device (") {
+	if r.rc != 255 || !strings.HasPrefix(r.stderr, "rdma_create_ep: No such device (") {
 		t.Skipf("a kernel RDMA CM is present, or another failure: exit %d, stderr %q", r.rc, r.stderr)
 	}
 }

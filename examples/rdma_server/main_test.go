@@ -22,7 +22,7 @@ func start(args ...string) <-chan result {
 	done := make(chan result, 1)
 	go func() {
 		var out, errs tooltest.Buffer
-		rc := run(args, &out, &errs)
+		rc := run(append([]string{"rdma_server"}, args...), &out, &errs)
 		done <- result{rc, out.String(), errs.String()}
 	}()
 	return done
@@ -81,7 +81,7 @@ func TestPortInUse(t *testing.T) {
 			tooltest.WaitListening(t, port)
 
 			r := runServer("-s", c.second, "-p", p)
-			if r.rc != 1 || r.stdout != "rdma_server: start\nrdma_server: end -1\n" ||
+			if r.rc != 255 || r.stdout != "rdma_server: start\nrdma_server: end -1\n" ||
 				!strings.HasPrefix(r.stderr, "rdma_create_ep: "+c.errno+" (") {
 				t.Errorf("second server: exit %d, stdout %q, stderr %q", r.rc, r.stdout, r.stderr)
 			}
@@ -97,22 +97,23 @@ func TestPortInUse(t *testing.T) {
 func TestErrors(t *testing.T) {
 	for _, c := range []struct {
 		args           []string
+		rc             int
 		stdout, stderr string // stdout exactly, stderr's prefix
 	}{
-		{[]string{"-x"}, "usage: rdma_server\n\t[-s server_address]\n\t[-p port_number]\n",
+		{[]string{"-x"}, 1, "usage: rdma_server\n\t[-s server_address]\n\t[-p port_number]\n",
 			"rdma_server: invalid option -- 'x'\n"},
-		{[]string{"-p"}, "usage: rdma_server\n\t[-s server_address]\n\t[-p port_number]\n",
+		{[]string{"-p"}, 1, "usage: rdma_server\n\t[-s server_address]\n\t[-p port_number]\n",
 			"rdma_server: option requires an argument -- 'p'\n"},
-		{[]string{"-s", "192.0.2.1", "-p", "7471"}, "rdma_server: start\nrdma_server: end -1\n",
+		{[]string{"-s", "192.0.2.1", "-p", "7471"}, 255, "rdma_server: start\nrdma_server: end -1\n",
 			"rdma_create_ep: Cannot assign requested address ("},
-		{[]string{"-s", "no-such-host.invalid"},
+		{[]string{"-s", "no-such-host.invalid"}, 254,
 			"rdma_server: start\nrdma_getaddrinfo: Name or service not known\nrdma_server: end -2\n", ""},
-		{[]string{"-p", "no-such-service"},
+		{[]string{"-p", "no-such-service"}, 248,
 			"rdma_server: start\nrdma_getaddrinfo: Servname not supported for ai_socktype\nrdma_server: end -8\n", ""},
 	} {
 		r := runServer(c.args...)
-		if r.rc != 1 || r.stdout != c.stdout || !strings.HasPrefix(r.stderr, c.stderr) || (c.stderr == "" && r.stderr != "") {
-			t.Errorf("%q: exit %d\nstdout %q\nstderr %q\nwant stdout %q, stderr %q...", c.args, r.rc, r.stdout, r.stderr, c.stdout, c.stderr)
+		if r.rc != c.rc || r.stdout != c.stdout || !strings.HasPrefix(r.stderr, c.stderr) || (c.stderr == "" && r.stderr != "") {
+			t.Errorf("%q: exit %d (want %d)\nstdout %q\nstderr %q\nwant stdout %q, stderr %q...", c.args, r.rc, c.rc, r.stdout, r.stderr, c.stdout, c.stderr)
 		}
 	}
 }
@@ -120,7 +121,17 @@ func TestErrors(t *testing.T) {
 func TestKernelFabricWithoutDevice(t *testing.T) {
 	t.Setenv("CMRT_FABRIC", "kernel")
 	r := runServer("-p", strconv.Itoa(tooltest.FreePorts(t, 1)))
-	if r.rc != 1 || !strings.HasPrefix(r.stderr, "rdma_create_ep: No such device (") {
+	if r.rc != 255 || !strings.HasPrefix(r.stderr, "rdma_create_ep: No such device (") {
 		t.Skipf("a kernel RDMA CM is present, or another failure: exit %d, stderr %q", r.rc, r.stderr)
+	}
+}
+
+// The usage shows argv[0] as the program was invoked, as C does.
+func TestArgv0(t *testing.T) {
+	bin := tooltest.Build(t, "github.com/cmrt/cmrt/examples/rdma_server")
+	p := tooltest.StartAs(t, bin, "./rdma_server", "-h")
+	if rc := p.Wait(); rc != 1 || p.Stdout.String() != "usage: ./rdma_server\n\t[-s server_address]\n\t[-p port_number]\n" ||
+		p.Stderr.String() != "./rdma_server: invalid option -- 'h'\n" {
+		t.Errorf("exit %d\nstdout %q\nstderr %q", rc, p.Stdout, p.Stderr)
 	}
 }
