@@ -34,6 +34,10 @@
 // avg/iter is total/connections, sum(us) the sum of the connections' own
 // times (0 for full connect), us/conn sum/connections, max and min the
 // extremes of the connections' times; steps that did not run print 0.
+// rdma-core's server prints a total of 0 for the steps it times only per
+// connection (create qp, and the QP attribute and state steps), next to a
+// non-zero sum; here their total spans the connections' first start to
+// their last end, as on the client.
 //
 // What the fabrics do:
 //
@@ -83,7 +87,7 @@ import (
 
 const prog = "cmtime"
 
-func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+func main() { os.Exit(run(tool.Args(), os.Stdout, os.Stderr)) }
 
 // config holds the command line.
 type config struct {
@@ -100,8 +104,8 @@ type config struct {
 	timeoutMS  int  // -t
 }
 
-func usage(w io.Writer) {
-	fmt.Fprintf(w, "usage: %s\n", prog)
+func usage(w io.Writer, argv0 string) {
+	fmt.Fprintf(w, "usage: %s\n", argv0)
 	fmt.Fprintf(w, "\t[-S] (run socket baseline test)\n")
 	fmt.Fprintf(w, "\t[-s server_address]\n")
 	fmt.Fprintf(w, "\t[-b bind_address]\n")
@@ -115,14 +119,14 @@ func usage(w io.Writer) {
 	fmt.Fprintf(w, "\t[-O oob_port] (cmrt: default -p, or -p + 1 on the software fabric; 0: no sync)\n")
 }
 
-// parse reads the command line; it reports a usage error as rdma-core
-// does and returns false.
-func parse(args []string, stdout, stderr io.Writer) (config, bool) {
+// parse reads the command line (program name first); it reports a usage
+// error as rdma-core does and returns false.
+func parse(argv []string, stdout, stderr io.Writer) (config, bool) {
 	c := config{iter: 100, port: "7471", oobPort: -1, baseQPN: 1000, threads: 1, retries: 2, timeoutMS: 2000}
-	opts, _, err := tool.Getopt(args, "s:b:c:m:n:p:q:r:St:O:")
+	opts, _, err := tool.Getopt(argv[1:], "s:b:c:m:n:p:q:r:St:O:")
 	if err != nil {
-		tool.PrintGetoptError(stderr, prog, err)
-		usage(stdout)
+		tool.PrintGetoptError(stderr, argv[0], err)
+		usage(stdout, argv[0])
 		return c, false
 	}
 	for _, o := range opts {
@@ -150,8 +154,8 @@ func parse(args []string, stdout, stderr io.Writer) (config, bool) {
 		case 'O':
 			p, err := strconv.ParseUint(o.Arg, 10, 16)
 			if err != nil {
-				fmt.Fprintf(stderr, "%s: -O %s: not a port number\n", prog, o.Arg)
-				usage(stdout)
+				fmt.Fprintf(stderr, "%s: -O %s: not a port number\n", argv[0], o.Arg)
+				usage(stdout, argv[0])
 				return c, false
 			}
 			c.oobPort = int(p)
@@ -160,18 +164,18 @@ func parse(args []string, stdout, stderr io.Writer) (config, bool) {
 	// rdma-core divides by the connection count and waits for the threads
 	// to serve its work queue: fewer than one of either is an error here.
 	if c.iter < 1 || c.threads < 1 {
-		fmt.Fprintf(stderr, "%s: -c and -n must be at least 1\n", prog)
-		usage(stdout)
+		fmt.Fprintf(stderr, "%s: -c and -n must be at least 1\n", argv[0])
+		usage(stdout, argv[0])
 		return c, false
 	}
 	return c, true
 }
 
-// run is the program: args are the command-line arguments without the
-// program name; the result is the exit status.
-func run(args []string, stdout, stderr io.Writer) int {
+// run is the program: argv is its command line, program name first, as C's
+// main gets it; the result is the exit status.
+func run(argv []string, stdout, stderr io.Writer) int {
 	stdout, stderr = &lockedWriter{w: stdout}, &lockedWriter{w: stderr}
-	cfg, ok := parse(args, stdout, stderr)
+	cfg, ok := parse(argv, stdout, stderr)
 	if !ok {
 		return tool.ExitFailure
 	}

@@ -23,7 +23,7 @@ func start(args ...string) <-chan result {
 	done := make(chan result, 1)
 	go func() {
 		var out, errs tooltest.Buffer
-		rc := run(args, &out, &errs)
+		rc := run(append([]string{"cmtime"}, args...), &out, &errs)
 		done <- result{rc, out.String(), errs.String()}
 	}()
 	return done
@@ -186,6 +186,18 @@ func TestServerClient(t *testing.T) {
 					t.Errorf("server table %d: %v", k, tb)
 				}
 			}
+			// Every step with time spent by connections has a total at
+			// least as long as the longest of them (rdma-core's server
+			// prints 0 for create qp).
+			for side, ts := range map[string][]map[string][6]uint64{"client": ct, "server": st} {
+				for k, tb := range ts {
+					for s, row := range tb {
+						if s != "full connect" && row[3] != 0 && row[1] < row[4] {
+							t.Errorf("%s table %d: %s total %d, shorter than its longest connection (%d; sum %d)", side, k, s, row[1], row[4], row[3])
+						}
+					}
+				}
+			}
 		})
 	}
 }
@@ -307,8 +319,31 @@ func TestPeerGone(t *testing.T) {
 func TestKernelFabricWithoutDevice(t *testing.T) {
 	t.Setenv("CMRT_FABRIC", "kernel")
 	r := cmtime("-p", strconv.Itoa(tooltest.FreePorts(t, 2)))
-	if r.rc != 1 || !strings.HasPrefix(r.stderr, "create_event_channel: No such device (") {
+	if r.rc != 1 || !strings.HasPrefix(r.stderr, "No RDMA devices were detected (") ||
+		!strings.HasSuffix(r.stderr, ")\ncreate_event_channel: No such device\n") {
 		t.Skipf("a kernel RDMA CM is present, or another failure: exit %d, stderr %q", r.rc, r.stderr)
+	}
+}
+
+// No such fabric: create_event_channel's line with cmrt's account, then
+// cmtime's perror line, as rdma-core's cmtime prints them with no device.
+func TestNoFabric(t *testing.T) {
+	t.Setenv("CMRT_FABRIC", "bogus")
+	r := cmtime("-p", strconv.Itoa(tooltest.FreePorts(t, 2)))
+	want := `No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC="bogus" (registered: "kernel" (github.com/cmrt/cmrt/fabric/kernel), "soft" (github.com/cmrt/cmrt/fabric/soft)): no such device)` +
+		"\ncreate_event_channel: No such device\n"
+	if r.rc != 1 || r.stdout != "" || r.stderr != want {
+		t.Errorf("exit %d\nstdout %q\nstderr %q\nwant   %q", r.rc, r.stdout, r.stderr, want)
+	}
+}
+
+// The usage shows argv[0] as the program was invoked, as C does.
+func TestArgv0(t *testing.T) {
+	bin := tooltest.Build(t, "github.com/cmrt/cmrt/examples/cmtime")
+	p := tooltest.StartAs(t, bin, "/usr/local/bin/cmtime", "-h")
+	if rc := p.Wait(); rc != 1 || !strings.HasPrefix(p.Stdout.String(), "usage: /usr/local/bin/cmtime\n\t[-S] (run socket baseline test)\n") ||
+		p.Stderr.String() != "/usr/local/bin/cmtime: invalid option -- 'h'\n" {
+		t.Errorf("exit %d\nstdout %q\nstderr %q", rc, p.Stdout, p.Stderr)
 	}
 }
 
@@ -322,6 +357,8 @@ func TestShow(t *testing.T) {
 	tt.nodes[1].times[stepFullConnect] = [2]uint64{20, 100}
 	tt.times[stepFullConnect] = [2]uint64{1, 101}
 	tt.times[stepConnect] = [2]uint64{7, 0} // never ended: no data
+	tt.nodes[0].times[stepCreateQP] = [2]uint64{30, 34} // timed per connection only
+	tt.nodes[1].times[stepCreateQP] = [2]uint64{31, 40}
 	tt.show(2)
 	lines := strings.Split(out.String(), "\n")
 	want := []string{
@@ -336,6 +373,9 @@ func TestShow(t *testing.T) {
 		if lines[k] != w {
 			t.Errorf("line %d: %q, want %q", k, lines[k], w)
 		}
+	}
+	if got, want := lines[3+int(stepCreateQP)], "create qp               5         10          6         13          9          4"; got != want {
+		t.Errorf("create qp: %q, want %q (total: the connections' first start to last end)", got, want)
 	}
 	if len(lines) != 3+int(stepCnt)+1 || lines[3+int(stepConnect)] != "cm connect              0          0          0          0          0          0" {
 		t.Errorf("output:\n%s", out.String())
