@@ -2,8 +2,9 @@
 // software fabric (loopback, no RDMA hardware, no root): the client connects
 // -n ids with private data, the server accepts all but the last, which it
 // rejects with private data, and every connection is then disconnected.
-// Each event is printed as it happens; the exit status is 0 only if every
-// event the flow promises arrived, with the right private data.
+// Each event is printed as it happens, a failure's status with its name
+// ("status -104 ECONNRESET"); the exit status is 0 only if every event the
+// flow promises arrived, with the right private data.
 //
 // The server runs on a reactor (an epoll loop dispatching to typed handlers
 // on a worker pool); the client reads its event channel directly, as a C
@@ -23,6 +24,7 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/examples/internal/tool"
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/reactor"
@@ -49,7 +51,7 @@ func (p *printer) event(side string, ev *id.Event) {
 		extra = fmt.Sprintf(" private data %q", pd)
 	}
 	if ev.Status != 0 {
-		extra += fmt.Sprintf(" status %d", ev.Status)
+		extra += " status " + tool.StatusText(ev.Type, ev.Status) // "-104 ECONNRESET"
 	}
 	p.printf(side, "id %-3d %s%s", ev.ID.Handle(), ev.Type, extra)
 }
@@ -198,7 +200,7 @@ func demo(ctx context.Context, p *printer, ip netip.Addr, n int) error {
 			}
 		case id.EventDisconnected:
 		default:
-			err = fmt.Errorf("client %d: unexpected %s status %d", k, ev.Type, ev.Status)
+			err = fmt.Errorf("client %d: unexpected %s status %s", k, ev.Type, tool.StatusText(ev.Type, ev.Status))
 		}
 		_ = ev.Ack()
 		if err != nil {

@@ -15,7 +15,7 @@ func TestDemo(t *testing.T) {
 	for _, want := range []string{
 		`RDMA_CM_EVENT_CONNECT_REQUEST private data "hello from client 0"`,
 		`RDMA_CM_EVENT_ESTABLISHED private data "welcome client 3"`,
-		`RDMA_CM_EVENT_REJECTED private data "sorry, full" status -104`,
+		`RDMA_CM_EVENT_REJECTED private data "sorry, full" status -104 ECONNRESET`,
 		"OK: 4 connections established and disconnected, 1 rejected",
 	} {
 		if !strings.Contains(text, want) {
