@@ -121,11 +121,12 @@ var defaultConnParam = ConnParam{
 //
 // The software fabric never reports CONNECT_RESPONSE: it moves the id's QP
 // through its states itself, and an RC id with no QP is ESTABLISHED too
-// (Establish is never needed there, and is EINVAL). Its failures are, as
-// the kernel maps iWARP's: REJECTED with -ECONNRESET (the peer rejected)
-// or -ECONNREFUSED (nothing listens), UNREACHABLE with -ETIMEDOUT,
-// -EHOSTUNREACH or -ENETUNREACH, and CONNECT_ERROR for anything else
-// (for example -EPROTO when the peer breaks the MPA exchange). The kernel
+// (Establish is never needed there, and is EINVAL). Its failures are
+// REJECTED with -ECONNRESET (the peer rejected) or -ECONNREFUSED (nothing
+// listens), UNREACHABLE with -ETIMEDOUT, and CONNECT_ERROR for anything
+// else (for example -EPROTO when the peer breaks the MPA exchange), as the
+// kernel maps iWARP's; unlike the kernel, it reports -EHOSTUNREACH and
+// -ENETUNREACH as UNREACHABLE too. The kernel
 // fabric reports CONNECT_RESPONSE for an id with no QP, and the statuses
 // of the device's CM (InfiniBand reject reasons on IB and RoCE).
 //
@@ -217,7 +218,9 @@ func (i *ID) Establish() error {
 // returned by an earlier call. On the software fabric (iWARP) the local
 // DISCONNECTED comes at once; on InfiniBand and RoCE the kernel reports it
 // when the peer answers (it disconnects too) or the request times out, so
-// two synchronous peers must disconnect concurrently.
+// two synchronous peers must disconnect concurrently. TIMEWAIT_EXIT follows
+// on InfiniBand and RoCE only: the software fabric, as iWARP in the
+// kernel, never reports it.
 func (i *ID) Disconnect() error {
 	return i.DisconnectContext(context.Background())
 }
