@@ -356,7 +356,7 @@ func TestShow(t *testing.T) {
 	tt.nodes[0].times[stepFullConnect] = [2]uint64{10, 100}
 	tt.nodes[1].times[stepFullConnect] = [2]uint64{20, 100}
 	tt.times[stepFullConnect] = [2]uint64{1, 101}
-	tt.times[stepConnect] = [2]uint64{7, 0} // never ended: no data
+	tt.times[stepConnect] = [2]uint64{7, 0}             // never ended: no data
 	tt.nodes[0].times[stepCreateQP] = [2]uint64{30, 34} // timed per connection only
 	tt.nodes[1].times[stepCreateQP] = [2]uint64{31, 40}
 	tt.show(2)
