@@ -62,6 +62,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	n := fs.Int("n", 4, "connections to make (the last one is rejected)")
 	addr := fs.String("a", "127.0.0.1", "address to listen on and connect to")
 	timeout := fs.Duration("t", 10*time.Second, "give up after this long")
+	journal := fs.String("journal", "", "write the journal of the run's ids to this file as JSON lines (go run ./cmd/cmrt draw FILE draws it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,10 +75,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "demo: bad address %q: %v\n", *addr, err)
 		return 2
 	}
+	var opts []id.Option
+	if *journal != "" {
+		f, err := os.Create(*journal)
+		if err != nil {
+			fmt.Fprintln(stderr, "demo:", err)
+			return 2
+		}
+		j := id.NewJournal(1)
+		stop := j.ObserveJSON(f)
+		defer func() { stop(); f.Close() }()
+		opts = append(opts, id.WithJournal(j))
+	}
 	p := &printer{w: stdout, start: time.Now()}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	if err := demo(ctx, p, ip, *n); err != nil {
+	if err := demo(ctx, p, ip, *n, opts...); err != nil {
 		fmt.Fprintln(stderr, "demo: FAIL:", err)
 		return 1
 	}
@@ -85,7 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func demo(ctx context.Context, p *printer, ip netip.Addr, n int) error {
+func demo(ctx context.Context, p *printer, ip netip.Addr, n int, opts ...id.Option) error {
 	// --- server: a listener on its own channel, driven by a reactor.
 	sch, err := channel.New()
 	if err != nil {
@@ -134,7 +147,7 @@ func demo(ctx context.Context, p *printer, ip netip.Addr, n int) error {
 	if err := r.Register(sch, mux); err != nil {
 		return err
 	}
-	listener, err := id.Create(sch, "demo server", id.PSTCP)
+	listener, err := id.Create(sch, "demo server", id.PSTCP, opts...)
 	if err != nil {
 		return err
 	}
@@ -155,7 +168,7 @@ func demo(ctx context.Context, p *printer, ip netip.Addr, n int) error {
 	defer cch.Close()
 	clients := make([]*id.ID, n)
 	for k := range clients {
-		if clients[k], err = id.Create(cch, k, id.PSTCP); err != nil {
+		if clients[k], err = id.Create(cch, k, id.PSTCP, opts...); err != nil {
 			return err
 		}
 		defer clients[k].Destroy()
