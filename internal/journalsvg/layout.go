@@ -41,7 +41,7 @@ type model struct {
 	bad       map[int][]id.Violation // by record index
 	tolerated map[int][]id.Violation
 	prev      []id.State // by record index: the id's state before it
-	nbad      int
+	nbad      int        // records that break the model
 	byID      map[uint64]*life
 	order     []*life // every lifeline, in column order
 	bands     []*band
@@ -180,8 +180,8 @@ func (m *model) markViolations(vs []id.Violation, tolerate []id.ViolationKind) {
 			continue
 		}
 		m.bad[k] = append(m.bad[k], v)
-		m.nbad++
 	}
+	m.nbad = len(m.bad)
 }
 
 // signature encodes what an id did, without times, handles and channel
