@@ -34,6 +34,12 @@
 //	go test ./fuzz/ -run='^TestRapidFake$' -rapid.seed=<seed>
 //	go test ./fuzz/ -run='^TestRapidFake$' -rapid.failfile=<file>
 //
-// and explore further with -rapid.checks=N (default 100). Bugs the fuzzers
+// and explore further with -rapid.checks=N (default 100). When a journal
+// breaks the model, the failure message names a picture of it (drawn by
+// internal/journalsvg, as cmd/cmrt draw does) next to the input: look
+// there first. It is testdata/fuzz/<Target>/journal/<input>.svg for a
+// fuzz input (a subdirectory, which the engine does not read as input)
+// and testdata/rapid/<Test>/journal.svg for rapid's last failing run, its
+// minimized one; .gitignore keeps them out of commits. Bugs the fuzzers
 // found in other packages stay pinned by the tests in regressions_test.go.
 package fuzz

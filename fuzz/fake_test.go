@@ -120,7 +120,7 @@ func runFake(t T, c chooser) {
 		tolerate = append(tolerate, id.IllegalEvent)
 	}
 	if err := d.rec.check(tolerate...); err != nil {
-		d.fatalf("%v", err)
+		d.fatalf("%s%v", d.rec.picture(t, c, tolerate...), err)
 	}
 	lk.verify(t)
 }

@@ -190,7 +190,7 @@ func runSoft(t T, c chooser, ud bool) {
 	s.disconnects()
 	s.teardown()
 	if err := s.rec.check(); err != nil {
-		s.fatalf("%v", err)
+		s.fatalf("%s%v", s.rec.picture(t, c), err)
 	}
 	if s.tcp != nil {
 		_ = s.tcp.Close()
