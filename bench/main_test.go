@@ -18,14 +18,15 @@ import (
 )
 
 var (
-	flagConc   = flag.String("bench.conc", "1,10,100,1000", "concurrency levels of BenchmarkConnSetup")
-	flagSizes  = flag.String("bench.sizes", "64,4096,1048576", "message sizes of BenchmarkPingPong and BenchmarkStream")
-	flagScale  = flag.Int("bench.scale", 10000, "ids held by BenchmarkScale (two per connection: both ends are in this process)")
-	flagHeap   = flag.String("bench.heapprofile", "", "BenchmarkScale writes a heap profile of the held connections to this file prefix")
-	flagWindow = flag.Int("bench.window", 512, "connections being set up at once in BenchmarkScale")
-	flagSwap   = flag.Bool("bench.swap", false, "run the baseline before cmrt in each comparison (bench.sh alternates)")
-	flagTW     = flag.String("bench.tw", "0,7000,14000,28000", "TIME_WAIT sockets BenchmarkTimeWait measures under (made in increasing order)")
-	flagOneFab = flag.Bool("bench.onefabric", false, "client and server share one software fabric (one epoll loop)")
+	flagConc    = flag.String("bench.conc", "1,10,100,1000", "concurrency levels of BenchmarkConnSetup")
+	flagSizes   = flag.String("bench.sizes", "64,4096,1048576", "message sizes of BenchmarkPingPong and BenchmarkStream")
+	flagScale   = flag.Int("bench.scale", 10000, "ids held by BenchmarkScale (two per connection: both ends are in this process)")
+	flagHeap    = flag.String("bench.heapprofile", "", "BenchmarkScale writes a heap profile of the held connections to this file prefix")
+	flagWindow  = flag.Int("bench.window", 512, "connections being set up at once in BenchmarkScale")
+	flagSwap    = flag.Bool("bench.swap", false, "run the baseline before cmrt in each comparison (bench.sh alternates)")
+	flagTW      = flag.String("bench.tw", "0,7000,14000,28000", "TIME_WAIT sockets BenchmarkTimeWait measures under (made in increasing order)")
+	flagOneFab  = flag.Bool("bench.onefabric", false, "client and server share one software fabric (one epoll loop)")
+	flagSamples = flag.String("bench.samples", "", "BenchmarkPingPong writes every round trip of its last run to a file per case in this directory (for the latency CDFs)")
 )
 
 // loopback is where every benchmark listens and connects.

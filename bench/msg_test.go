@@ -3,10 +3,15 @@ package bench
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -248,6 +253,36 @@ func reportLatency(b *testing.B, rtt []time.Duration) {
 	}
 	b.ReportMetric(q(0.50), "p50-us")
 	b.ReportMetric(q(0.99), "p99-us")
+	if *flagSamples != "" {
+		if err := writeSamples(*flagSamples, b.Name(), rtt); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// writeSamples writes sorted round trips to dir/<name>.txt, name's slashes
+// made underscores: a comment line naming the case, then one round trip
+// in nanoseconds per line. Each run of a case replaces the file, so it
+// holds the run whose p50 and p99 the benchmark reported (the last).
+func writeSamples(dir, name string, rtt []time.Duration) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.Create(filepath.Join(dir, strings.ReplaceAll(name, "/", "_")+".txt"))
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(f)
+	fmt.Fprintf(w, "# %s: %d round trips, ns, sorted\n", name, len(rtt))
+	for _, d := range rtt {
+		w.WriteString(strconv.FormatInt(d.Nanoseconds(), 10))
+		w.WriteByte('\n')
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // BenchmarkStream measures one-way throughput of n-byte messages. cmrt:
@@ -380,4 +415,26 @@ func streamTCP(b *testing.B, n int, buffered bool) {
 		b.Fatal(err)
 	}
 	b.StopTimer()
+}
+
+func TestWriteSamples(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "rep1")
+	rtt := []time.Duration{1500, 2500, 40 * time.Microsecond}
+	if err := writeSamples(dir, "BenchmarkPingPong/size=64B/impl=cmrt", rtt); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "BenchmarkPingPong_size=64B_impl=cmrt.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "# BenchmarkPingPong/size=64B/impl=cmrt: 3 round trips, ns, sorted\n1500\n2500\n40000\n"; string(b) != want {
+		t.Errorf("file:\n%s\nwant:\n%s", b, want)
+	}
+	// A later run of the case replaces the file.
+	if err := writeSamples(dir, "BenchmarkPingPong/size=64B/impl=cmrt", rtt[:1]); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "BenchmarkPingPong_size=64B_impl=cmrt.txt")); strings.Count(string(b), "\n") != 2 {
+		t.Errorf("second run appended:\n%s", b)
+	}
 }
