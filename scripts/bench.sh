@@ -25,13 +25,15 @@
 # Every benchmark process runs in a fresh network namespace when this can
 # (root and unshare(1)): TIME_WAIT sockets left by one case must not slow
 # the next (see BenchmarkTimeWait). Then benchreport prints medians and
-# rep-by-rep ratios, benchplot draws setup-rate.png, and benchstat (if
-# installed) adds its own tables.
+# rep-by-rep ratios and pools the ping-pong round trips into quantiles,
+# benchplot draws setup-rate.png, dispatch-rate.png and pingpong-cdf.png
+# from them (gonum/plot), and benchstat (if installed) adds its own tables.
 #
 # Env: BENCH_OUT (output directory; default a new /tmp/cmrt-bench.*),
 #      BENCH_REPS (repetitions; 5, quick 2), BENCH_NETNS=0 (no namespaces),
-#      BENCH_UPDATE=1 (copy the plot and report to bench/setup-rate.png and
-#      bench/results.txt), BENCH_VM_N (VM connections, 50), BENCH_VM_REPS (3),
+#      BENCH_UPDATE=1 (copy the report, the plots and the CDF quantiles to
+#      bench/results.txt, bench/*.png and bench/pingpong-cdf.csv),
+#      BENCH_VM_N (VM connections, 50), BENCH_VM_REPS (3),
 #      VM_OUT (VM build; falls back to /work/vm/out), VM_RUN (run.sh;
 #      default ../shared/vm/run.sh), VM_TIMEOUT (900 s).
 set -euo pipefail
@@ -147,7 +149,8 @@ done
 
 say "3. messages: ping-pong and streaming ($reps runs)"
 for rep in $(seq "$reps"); do
-	runb msg "rep=$rep ping-pong" -test.benchtime "$msg_time" "$(swapflag "$rep")" -test.bench '^BenchmarkPingPong$'
+	runb msg "rep=$rep ping-pong" -test.benchtime "$msg_time" "$(swapflag "$rep")" -test.bench '^BenchmarkPingPong$' \
+		-bench.samples "$out/samples/rep$rep"
 	runb msg "rep=$rep stream" -test.benchtime "$msg_time" "$(swapflag "$rep")" -test.bench '^BenchmarkStream$'
 done
 
@@ -249,11 +252,14 @@ echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (end)" >>"$out/env.txt"
 say "report"
 {
 	cat "$out/env.txt"
-	"$bin/benchreport" -dir "$out" -csv "$out/setup.csv"
+	"$bin/benchreport" -dir "$out" -cdf "$out/pingpong-cdf.csv"
 } >"$out/report.txt"
-if [ -s "$out/setup.csv" ]; then
-	"$bin/benchplot" -in "$out/setup.csv" -out "$out/setup-rate.png" \
-		-note "median of $reps runs; bars: min..max; $(nproc) CPUs, $(date -u +%Y-%m-%d)"
+cdf=
+[ -s "$out/pingpong-cdf.csv" ] && cdf=$out/pingpong-cdf.csv
+say "plots"
+if ! "$bin/benchplot" -report "$out/report.txt" ${cdf:+-cdf "$cdf"} -outdir "$out"; then
+	failures=$((failures + 1))
+	say "FAILED: benchplot"
 fi
 benchstat=$(command -v benchstat || true)
 [ -n "$benchstat" ] || [ ! -x "$(go env GOPATH)/bin/benchstat" ] || benchstat=$(go env GOPATH)/bin/benchstat
@@ -267,9 +273,15 @@ else
 fi
 cat "$out/report.txt"
 if [ "${BENCH_UPDATE:-0}" = 1 ]; then
-	[ -s "$out/setup-rate.png" ] && cp "$out/setup-rate.png" bench/setup-rate.png
+	updated=bench/results.txt
 	cp "$out/report.txt" bench/results.txt
-	say "updated bench/setup-rate.png and bench/results.txt"
+	for f in setup-rate.png dispatch-rate.png pingpong-cdf.png pingpong-cdf.csv; do
+		if [ -s "$out/$f" ]; then
+			cp "$out/$f" "bench/$f"
+			updated="$updated bench/$f"
+		fi
+	done
+	say "updated $updated"
 fi
-say "done: $out (report.txt, setup-rate.png, raw/), $failures failure(s)"
+say "done: $out (report.txt, *.png, raw/, samples/), $failures failure(s)"
 [ "$failures" = 0 ]

@@ -4,15 +4,19 @@
 // k-th run of a subject against the k-th run of its baseline, which ran
 // next to it), then summarized as median [min..max].
 //
-//	benchreport -dir OUT [-csv OUT/setup.csv]
+//	benchreport -dir OUT [-cdf OUT/pingpong-cdf.csv]
 //
 // OUT holds raw/*.txt (go test -bench output, every repetition appended),
+// samples/<rep>/*.txt (BenchmarkPingPong's round trips, -bench.samples),
 // cmtime/*.txt (Go cmtime on loopback) and vm.log (test/vm/bench.sh), each
-// optional. It uses only the standard library.
+// optional. -cdf writes the quantiles of each ping-pong case's round
+// trips, pooled over the repetitions, for benchplot's CDFs. It uses only
+// the standard library.
 package main
 
 import (
 	"bufio"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -27,17 +31,25 @@ import (
 
 func main() {
 	dir := flag.String("dir", ".", "bench.sh output directory")
-	csvOut := flag.String("csv", "", "write the connection set-up medians here (for benchplot)")
+	cdfOut := flag.String("cdf", "", "write the ping-pong round trips' quantiles here (for benchplot)")
 	flag.Parse()
 	r := &report{w: os.Stdout, dir: *dir}
 	r.load()
 	r.reactor()
-	r.setup(*csvOut)
+	r.setup()
 	r.messages()
 	r.scale()
 	r.findings()
 	r.cmtimeLoopback()
 	r.vm()
+	if *cdfOut != "" {
+		if err := writeCDF(*dir, *cdfOut); errors.Is(err, errNoSamples) {
+			fmt.Fprintf(os.Stderr, "benchreport: %v: no %s\n", err, *cdfOut)
+		} else if err != nil {
+			fmt.Fprintln(os.Stderr, "benchreport:", err)
+			os.Exit(1)
+		}
+	}
 }
 
 // sample is one benchmark result line: metric unit -> value.
@@ -253,7 +265,7 @@ func setupName(conc int, impl string) string {
 	return fmt.Sprintf("BenchmarkConnSetup/conc=%d/impl=%s", conc, impl)
 }
 
-func (r *report) setup(csvPath string) {
+func (r *report) setup() {
 	concs := r.concs()
 	if len(concs) == 0 {
 		return
@@ -261,17 +273,12 @@ func (r *report) setup(csvPath string) {
 	r.printf("\n== 2. Connection set-up on loopback: connect+accept+establish+disconnect+destroy, %d runs\n", r.reps(setupName(concs[0], "tcp")))
 	r.printf("  connections/s, median [min..max]; allocs per connection (both ends)\n")
 	rows := [][]string{{"conc", "cmrt-sync", "cmrt-async", "tcp", "tcp-mpa", "allocs sync/async/tcp"}}
-	var csv strings.Builder
-	csv.WriteString("conc,impl,median,min,max\n")
 	for _, c := range concs {
 		row := []string{strconv.Itoa(c)}
 		var allocs []string
 		for _, impl := range setupImpls {
 			v := r.values(setupName(c, impl), "conn/s")
 			row = append(row, spread(v))
-			if s := summarize(v); s.n > 0 {
-				fmt.Fprintf(&csv, "%d,%s,%g,%g,%g\n", c, impl, s.med, s.min, s.max)
-			}
 			if impl != "tcp-mpa" {
 				allocs = append(allocs, num(summarize(r.values(setupName(c, impl), "allocs/op")).med))
 			}
@@ -319,11 +326,6 @@ func (r *report) setup(csvPath string) {
 		}
 		rows = append(rows, []string{"tcp: whole cycle", spread(tcp)})
 		r.table(rows)
-	}
-	if csvPath != "" {
-		if err := os.WriteFile(csvPath, []byte(csv.String()), 0o644); err != nil {
-			fmt.Fprintln(os.Stderr, "benchreport:", err)
-		}
 	}
 }
 
