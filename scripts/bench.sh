@@ -29,6 +29,10 @@
 # benchplot draws setup-rate.png, dispatch-rate.png and pingpong-cdf.png
 # from them (gonum/plot), and benchstat (if installed) adds its own tables.
 #
+# Progress: a line as each part starts, one per benchmark process with its
+# time and count ("rep=2 conc=10 impl=tcp: 3.1s (22/80)"), and one as each
+# part ends with its total time.
+#
 # Env: BENCH_OUT (output directory; default a new /tmp/cmrt-bench.*),
 #      BENCH_REPS (repetitions; 5, quick 2), BENCH_NETNS=0 (no namespaces),
 #      BENCH_UPDATE=1 (copy the report, the plots and the CDF quantiles to
@@ -72,6 +76,27 @@ bin=$out/bin
 failures=0
 t_start=$(date +%s)
 say() { printf '[bench %4ss] %s\n' $(($(date +%s) - t_start)) "$*"; }
+# now and since T: a timestamp, and the time since one, for progress lines.
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN { d = b - a; if (d < 60) printf "%.1fs", d; else printf "%dm%02ds", d / 60, d % 60 }'; }
+# part TITLE COUNT: a part of the run begins, with COUNT benchmark
+# processes; the previous one ends with its time.
+part_title= part_start= part_n=0 part_total=0
+part() {
+	end_part
+	part_title=$1 part_total=$2 part_n=0 part_start=$(now)
+	say "$part_title"
+}
+end_part() {
+	[ -n "$part_title" ] || return 0
+	say "${part_title%% *} done: $part_n of $part_total processes in $(since "$part_start")"
+	part_title=
+}
+# progress DESC T0 [STATUS]: one benchmark process of the part is done.
+progress() {
+	part_n=$((part_n + 1))
+	say "    $1: $(since "$2")${3:+ $3} ($part_n/$part_total)"
+}
 
 # Fresh network namespace per benchmark process, when allowed.
 netns=0
@@ -90,13 +115,16 @@ isolated() {
 # run FILE DESC CMD...: a benchmark process; its output is appended to
 # raw/FILE.txt.
 run() {
-	local file=$1 desc=$2
+	local file=$1 desc=$2 t0
 	shift 2
+	t0=$(now)
 	echo "# $desc" >>"$out/raw/$file.txt"
 	if ! (cd "$out" && isolated "$@") >>"$out/raw/$file.txt" 2>&1; then
 		failures=$((failures + 1))
-		say "FAILED: $desc (see $out/raw/$file.txt)"
+		progress "$desc" "$t0" "FAILED (see $out/raw/$file.txt)"
+		return
 	fi
+	progress "$desc" "$t0"
 }
 
 say "building into $out/bin"
@@ -128,13 +156,13 @@ runb() {
 }
 swapflag() { [ $(($1 % 2)) = 0 ] && echo -bench.swap=true || echo -bench.swap=false; }
 
-say "1. reactor dispatch ($reps runs)"
+part "1. reactor dispatch ($reps runs)" "$reps"
 for rep in $(seq "$reps"); do
 	run reactor "rep=$rep" "$bin/reactor.test" -test.run '^$' -test.benchmem -test.benchtime "$reactor_time" \
 		-test.bench '^Benchmark(DispatchInline|DispatchPool4|GoChannelFanout)$'
 done
 
-say "2. connection set-up ($reps runs x 4 concurrency levels x 4 implementations, $setup_n connections each)"
+part "2. connection set-up ($reps runs x 4 concurrency levels x 4 implementations, $setup_n connections each)" $((reps * 16))
 for rep in $(seq "$reps"); do
 	for conc in 1 10 100 1000; do
 		n=$((setup_n > 3 * conc ? setup_n : 3 * conc))
@@ -147,14 +175,14 @@ for rep in $(seq "$reps"); do
 	done
 done
 
-say "3. messages: ping-pong and streaming ($reps runs)"
+part "3. messages: ping-pong and streaming ($reps runs)" $((reps * 2))
 for rep in $(seq "$reps"); do
 	runb msg "rep=$rep ping-pong" -test.benchtime "$msg_time" "$(swapflag "$rep")" -test.bench '^BenchmarkPingPong$' \
 		-bench.samples "$out/samples/rep$rep"
 	runb msg "rep=$rep stream" -test.benchtime "$msg_time" "$(swapflag "$rep")" -test.bench '^BenchmarkStream$'
 done
 
-say "4. scale: $scale_ids ids ($scale_reps runs, one process per implementation)"
+part "4. scale: $scale_ids ids ($scale_reps runs, one process per implementation)" $((scale_reps * 3))
 for rep in $(seq "$scale_reps"); do
 	impls="cmrt cmrt-qp tcp"
 	[ $((rep % 2)) = 0 ] && impls="tcp cmrt-qp cmrt"
@@ -164,7 +192,7 @@ for rep in $(seq "$scale_reps"); do
 	done
 done
 
-say "5. isolated costs: TIME_WAIT, idle fabric, route lookups, destroy with queued events"
+part "5. isolated costs: TIME_WAIT, idle fabric, route lookups, destroy with queued events" $((tw_reps + 3 * idle_reps + 2 * route_reps))
 for rep in $(seq "$tw_reps"); do
 	runb findings "rep=$rep time-wait" -test.benchtime "$tw_time" -bench.tw "$tw_levels" -test.bench '^BenchmarkTimeWait$'
 done
@@ -180,7 +208,7 @@ for rep in $(seq "$route_reps"); do
 	runb findings "rep=$rep destroy-queued" -test.benchtime "$reactor_time" -test.bench '^BenchmarkDestroyQueued$'
 done
 
-say "6. examples/cmtime on loopback: $cmtime_c connections ($cmtime_reps runs, with the -S socket baseline)"
+part "6. examples/cmtime on loopback: $cmtime_c connections ($cmtime_reps runs, with the -S socket baseline)" $((cmtime_reps * 2))
 # cmtime_pair OUTFILE PORT ARGS...: a server and a client in one namespace.
 cat >"$bin/cmtime-pair.sh" <<'EOF'
 #!/bin/sh
@@ -201,13 +229,17 @@ for rep in $(seq "$cmtime_reps"); do
 	for kind in cmrt sock; do
 		flag=
 		[ "$kind" = sock ] && flag=-S
+		t0=$(now)
 		if ! isolated "$bin/cmtime-pair.sh" "$bin/cmtime" "$out/cmtime/rep.$rep.$kind.txt" $((7471 + 10 * rep)) \
 			-c "$cmtime_c" $flag; then
 			failures=$((failures + 1))
-			say "FAILED: cmtime $kind rep $rep (see $out/cmtime/rep.$rep.$kind.txt)"
+			progress "rep=$rep $kind" "$t0" "FAILED (see $out/cmtime/rep.$rep.$kind.txt)"
+		else
+			progress "rep=$rep $kind" "$t0"
 		fi
 	done
 done
+end_part
 
 # 7. The VM.
 vm_out=${VM_OUT:-}
@@ -232,7 +264,8 @@ if [ -n "$skip" ]; then
 	say "7. VM: skipped: $skip"
 	echo "$skip" >"$out/vm.skipped"
 else
-	say "7. VM ($vm_out): Go cmtime vs rdma-core cmtime, ${BENCH_VM_N:-50} connections, ${BENCH_VM_REPS:-3} runs"
+	part "7. VM ($vm_out): Go cmtime vs rdma-core cmtime, ${BENCH_VM_N:-50} connections, ${BENCH_VM_REPS:-3} runs (one boot)" 1
+	t0=$(now)
 	vmdir=$bin/vm
 	mkdir -p "$vmdir"
 	CGO_ENABLED=0 go build -trimpath -o "$vmdir/go-cmtime" ./examples/cmtime
@@ -244,8 +277,11 @@ else
 	set -e
 	if [ "$rc" != 0 ]; then
 		failures=$((failures + 1))
-		say "VM run failed (rc=$rc): $(grep -c -- '--- RESULT .*: FAIL' "$out/vm.log") failed tests; see $out/vm.log"
+		progress "VM boot" "$t0" "FAILED (rc=$rc): $(grep -c -- '--- RESULT .*: FAIL' "$out/vm.log") failed tests; see $out/vm.log"
+	else
+		progress "VM boot" "$t0"
 	fi
+	end_part
 fi
 
 echo "load avg:  $(cut -d' ' -f1-3 /proc/loadavg) (end)" >>"$out/env.txt"
@@ -283,5 +319,5 @@ if [ "${BENCH_UPDATE:-0}" = 1 ]; then
 	done
 	say "updated $updated"
 fi
-say "done: $out (report.txt, *.png, raw/, samples/), $failures failure(s)"
+say "done in $(since "$t_start"): $out (report.txt, *.png, raw/, samples/), $failures failure(s)"
 [ "$failures" = 0 ]
