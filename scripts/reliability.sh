@@ -15,6 +15,10 @@
 # skipped, with the reason printed, and the script exits 0. Exits non-zero
 # on any failure, after a summary of results and measured figures.
 #
+# Progress: among the tests' own output (go test -v), a stamped line as
+# each test starts ("[reliability  42s] TestLinkCut: running (3/21)") and
+# as it ends, with its result and time.
+#
 # Environment:
 #   CMRT_REL_RUN=regexp     run only the matching tests (go test -run)
 #   CMRT_REL_CYCLES=10000   connect/disconnect cycles of the load test
@@ -91,7 +95,9 @@ export CMRT_REL_RESULTS=$work/results.tsv
 echo "reliability: building the test binary"
 race=
 [ "${CMRT_REL_RACE:-}" = 1 ] && race=-race
+built=$(date +%s)
 "$GO" test -c $race -o "$work/reliability.test" ./internal/reliability
+echo "reliability: built in $(($(date +%s) - built))s"
 
 # Each host must reach the others before anything is measured.
 for i in $(seq 1 50); do
@@ -101,11 +107,36 @@ for i in $(seq 1 50); do
 	sleep 0.1
 done
 
-echo "reliability: running in $NS_A (b: $NS_B, c: $NS_C, switch: $NS_SW)"
+# progress reads go test -v output, passes it on, and adds a stamped line
+# as each top-level test starts and ends (subtests are the test's own
+# business).
+progress() {
+	local line status name took n=0
+	while IFS= read -r line; do
+		printf '%s\n' "$line"
+		case $line in
+		"=== RUN   "*)
+			name=${line#=== RUN   }
+			case $name in */*) continue ;; esac
+			n=$((n + 1))
+			printf '[reliability %4ss] %s: running (%d/%s)\n' $(($(date +%s) - start)) "$name" "$n" "$total"
+			;;
+		"--- PASS: "* | "--- FAIL: "* | "--- SKIP: "*)
+			read -r _ status name took <<<"$line"
+			took=${took#(}
+			printf '[reliability %4ss] %s: %s in %s\n' $(($(date +%s) - start)) "$name" "${status%:}" "${took%)}"
+			;;
+		esac
+	done
+}
+
+total=$(ip netns exec "$NS_A" "$work/reliability.test" -test.list "${CMRT_REL_RUN:-.}" 2>/dev/null | grep -c '^Test' || true)
+[ "${total:-0}" -gt 0 ] 2>/dev/null || total="?"
+echo "reliability: running $total tests in $NS_A (b: $NS_B, c: $NS_C, switch: $NS_SW)"
 start=$(date +%s)
 set +e
 ip netns exec "$NS_A" "$work/reliability.test" -test.v -test.count=1 -test.timeout=15m \
-	${CMRT_REL_RUN:+-test.run="$CMRT_REL_RUN"} ${CMRT_REL_ARGS:-} 2>&1 | tee "$work/test.log"
+	${CMRT_REL_RUN:+-test.run="$CMRT_REL_RUN"} ${CMRT_REL_ARGS:-} 2>&1 | tee "$work/test.log" | progress
 rc=${PIPESTATUS[0]}
 set -e
 took=$(($(date +%s) - start))
