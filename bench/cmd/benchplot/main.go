@@ -50,6 +50,12 @@ func run(reportPath, cdfPath, outdir string, w io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", reportPath, err)
 	}
+	var series []*cdfSeries
+	if cdfPath != "" {
+		if series, err = readCDF(cdfPath); err != nil {
+			return err
+		}
+	}
 	drawn := 0
 	if len(rep.concs) > 0 {
 		p, err := setupPlot(rep)
@@ -75,11 +81,7 @@ func run(reportPath, cdfPath, outdir string, w io.Writer) error {
 	} else {
 		fmt.Fprintf(w, "benchplot: no reactor table in %s: no dispatch-rate.png\n", reportPath)
 	}
-	if cdfPath != "" {
-		series, err := readCDF(cdfPath)
-		if err != nil {
-			return err
-		}
+	if series != nil {
 		p, err := cdfPlot(series, rep)
 		if err != nil {
 			return err

@@ -117,6 +117,9 @@ func TestCommittedPlots(t *testing.T) {
 	if msgs.String() != "benchplot: no -cdf: no pingpong-cdf.png\n" {
 		t.Errorf("messages %q", msgs.String())
 	}
+	if _, err := os.Stat(filepath.Join(dir, "pingpong-cdf.png")); !os.IsNotExist(err) {
+		t.Errorf("a CDF without data: %v", err)
+	}
 	for _, name := range []string{"setup-rate.png", "dispatch-rate.png"} {
 		got, err := os.ReadFile(filepath.Join(dir, name))
 		if err != nil {
@@ -184,15 +187,35 @@ func TestCDFPlot(t *testing.T) {
 	if len(series) != 4 || series[0].size != "64B" || series[0].impl != "cmrt" || len(series[0].pts) != 101 || series[0].samples != 20000 {
 		t.Fatalf("series %+v", series[0])
 	}
-	var msgs bytes.Buffer
-	if err := run(filepath.Join(committed, "results.txt"), cdf, dir, &msgs); err != nil || msgs.Len() != 0 {
-		t.Fatalf("%v %q", err, msgs.String())
+	p, err := cdfPlot(series, parseFile(t, filepath.Join(committed, "results.txt")))
+	if err != nil {
+		t.Fatal(err)
 	}
-	b, err := os.ReadFile(filepath.Join(dir, "pingpong-cdf.png"))
+	if !strings.Contains(p.Title.Text, "round trips of 5 runs pooled; AMD EPYC, 2 CPUs") {
+		t.Errorf("title %q", p.Title.Text)
+	}
+	out := filepath.Join(dir, "cdf.png")
+	if err := savePNG(p, out); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(out)
 	if err != nil {
 		t.Fatal(err)
 	}
 	checkPNG(t, b, blue, red) // a colour per size
+	// run draws it as pingpong-cdf.png, next to the others.
+	var msgs bytes.Buffer
+	if err := run(filepath.Join(committed, "results.txt"), cdf, dir, &msgs); err != nil || msgs.Len() != 0 {
+		t.Fatalf("%v %q", err, msgs.String())
+	}
+	for _, name := range []string{"setup-rate.png", "dispatch-rate.png"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	if b2, err := os.ReadFile(filepath.Join(dir, "pingpong-cdf.png")); err != nil || !bytes.Equal(b, b2) {
+		t.Errorf("run's pingpong-cdf.png differs from the plot's: %v", err)
+	}
 	// The tail scale puts 90%, 99%, 99.9% equally apart.
 	n := func(q float64) float64 { return tailScale{}.Normalize(0, 0.999, q) }
 	if d1, d2 := n(0.99)-n(0.9), n(0.999)-n(0.99); math.Abs(d1-d2) > 1e-9 || n(0) != 0 || math.Abs(n(0.999)-1) > 1e-9 {
