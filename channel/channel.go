@@ -10,6 +10,7 @@ package channel
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -68,8 +69,12 @@ func New(opts ...Option) (*Channel, error) {
 	return c, nil
 }
 
-// Source implements id.Channel.
+// Source implements id.Channel. It is nil once the channel is closed, and
+// for a nil *Channel (so that id.Create and Migrate refuse it with EINVAL).
 func (c *Channel) Source() id.EventSource {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
@@ -82,8 +87,14 @@ func (c *Channel) Source() id.EventSource {
 func (c *Channel) Fabric() id.Fabric { return c.src.Fabric() }
 
 // Fd returns the channel's descriptor: readable (poll, epoll) while events
-// are queued. The descriptor belongs to the channel; do not close it.
-func (c *Channel) Fd() int { return c.src.Fd() }
+// are queued. The descriptor belongs to the channel; do not close it. After
+// Close (and for a nil *Channel) it is -1.
+func (c *Channel) Fd() int {
+	if c.Source() == nil {
+		return -1
+	}
+	return c.src.Fd()
+}
 
 // SetNonblocking switches GetEvent between waiting and returning EAGAIN.
 func (c *Channel) SetNonblocking(on bool) { c.nonblock.Store(on) }
@@ -100,21 +111,32 @@ func (c *Channel) GetEvent() (*id.Event, error) {
 }
 
 // GetEventContext is GetEvent with a context bounding the wait; when ctx
-// ends first it returns ctx.Err().
+// ends first it returns ctx.Err(). On a closed channel, and when the
+// channel is closed while the call waits, it fails with an error wrapping
+// id.ErrClosed and EBADF.
+//
+// The event is the caller's (one allocation per call, as librdmacm's
+// rdma_get_cm_event): it is never reused, so it keeps its content after
+// Ack and a second Ack of it fails with EINVAL.
 func (c *Channel) GetEventContext(ctx context.Context) (*id.Event, error) {
 	src := c.Source()
 	if src == nil {
-		return nil, &id.Error{Op: "get_cm_event", Msg: "channel closed", Err: syscall.EBADF}
+		return nil, errClosed
 	}
 	ev, err := id.NextEvent(ctx, src, !c.nonblock.Load())
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, err
 		}
+		if c.Source() == nil && errors.Is(err, syscall.EBADF) {
+			return nil, errClosed
+		}
 		return nil, &id.Error{Op: "get_cm_event", Err: err}
 	}
 	return ev, nil
 }
+
+var errClosed = &id.Error{Op: "get_cm_event", Err: fmt.Errorf("%w: %w", id.ErrClosed, syscall.EBADF)}
 
 // Ack acknowledges an event taken from this channel, as rdma_ack_cm_event.
 // An event from another channel, or one already acknowledged, is EINVAL.
@@ -134,18 +156,24 @@ type endpointCounter interface{ Endpoints() int }
 
 // Close destroys the channel, as rdma_destroy_event_channel. Ids still on it
 // must be destroyed (or migrated) first: while any remain Close fails with
-// EBUSY. Closing twice is a no-op.
+// EBUSY. Closing twice is a no-op; so is closing a nil *Channel. A
+// GetEvent waiting meanwhile returns an error wrapping id.ErrClosed.
 func (c *Channel) Close() error {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return nil
 	}
 	if ec, ok := c.src.(endpointCounter); ok {
 		if n := ec.Endpoints(); n > 0 {
+			c.mu.Unlock()
 			return &id.Error{Op: "destroy_event_channel", Msg: fmt.Sprintf("%d ids still use the channel", n), Err: syscall.EBUSY}
 		}
 	}
 	c.closed = true
+	c.mu.Unlock()
 	return c.src.Close()
 }

@@ -5,7 +5,12 @@
 // completes later reports an Event on the channel) or on no channel
 // (synchronous: a private per-id channel is created, and calls that produce
 // an event block until it arrives; the event then stays readable through
-// ID.Event until the next CM call on that id).
+// ID.Event, and keeps its content after the next CM call on that id, which
+// acknowledges it). A synchronous call whose event has a non-zero status
+// fails with the errno librdmacm sets (Event.Err gives the same error and
+// names the status): REJECTED gives ECONNREFUSED, a negative status its
+// errno, and a rejected UD connect, UNREACHABLE with status 2
+// (IB_SIDR_REJECT), gives errno 2, ENOENT ("no such file or directory").
 //
 // Semantics follow librdmacm and the kernel's rdma_cm: event numbers and
 // names, port spaces, connection parameters, private-data limits and the

@@ -2,6 +2,7 @@ package id
 
 import (
 	"net/netip"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -80,10 +81,15 @@ func WithJournal(j *Journal) Option { return func(o *createOptions) { o.journal 
 // given with WithFabric), and calls that produce an event block until it
 // arrives. context is the user's value, returned by Context and inherited by
 // ids born from this id's connection requests. ps must be one of the four
-// port spaces (EINVAL otherwise).
+// port spaces (EINVAL otherwise). A nil pointer held in a non-nil Channel
+// (a nil *channel.Channel passed as an id.Channel) is EINVAL, not a
+// synchronous id: only an untyped nil asks for one.
 func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) {
 	if !ps.Valid() {
 		return nil, errorf("create_id", syscall.EINVAL, "port space %#x", uint16(ps))
+	}
+	if ch != nil && isNilPointer(ch) {
+		return nil, errorf("create_id", syscall.EINVAL, "nil %T channel (pass an untyped nil for a synchronous id)", ch)
 	}
 	o := createOptions{qp: ps.DefaultQPType(), journal: defaultJournal}
 	for _, opt := range opts {
@@ -127,6 +133,12 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 	i.chNum = sourceNumber(i.src)
 	i.record(CallCreate, nil)
 	return i, nil
+}
+
+// isNilPointer reports whether v holds a nil pointer (a typed nil).
+func isNilPointer(v any) bool {
+	r := reflect.ValueOf(v)
+	return r.Kind() == reflect.Pointer && r.IsNil()
 }
 
 // record journals a call and its outcome. It must be called with i.mu held
@@ -235,7 +247,11 @@ func (i *ID) DstPort() uint16 { return i.Route().Dst.Port() }
 func (i *ID) DeviceName() string { return i.Route().Device }
 
 // Event returns the current event of a synchronous id: the one its last
-// blocking call returned. It stays valid until the next CM call on the id.
+// blocking call returned (also when the call failed because of the event's
+// status: Event().Err() names that status). The id's next CM call
+// acknowledges it and makes another event current; the *Event returned
+// here keeps its content (an ADDR_RESOLVED stays ADDR_RESOLVED). The user
+// never acknowledges it (Ack is EINVAL).
 func (i *ID) Event() *Event {
 	i.mu.Lock()
 	defer i.mu.Unlock()
@@ -328,11 +344,11 @@ func (i *ID) takeEvent() *Event {
 	return ev
 }
 
-// ackTaken acknowledges an event detached by takeEvent.
+// ackTaken acknowledges an event detached by takeEvent. The event keeps
+// its content (and syncOwned: a user's Ack of it stays EINVAL).
 func ackTaken(ev *Event) {
 	if ev != nil {
-		ev.syncOwned = false
-		_ = ev.Ack()
+		ev.settle()
 	}
 }
 

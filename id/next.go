@@ -12,18 +12,45 @@ import (
 // is journaled. Events for ids destroyed meanwhile are dropped, as the kernel
 // drops them. With block unset an empty source gives an error wrapping
 // EAGAIN.
+//
+// The event is the caller's: it is allocated for this call (as librdmacm
+// allocates one per rdma_get_cm_event) and never reused, so a stale pointer
+// to it can never reach another event. It must be acknowledged (Ack, or
+// Handle).
 func NextEvent(ctx context.Context, src EventSource, block bool) (*Event, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	ev := new(Event)
 	for {
-		ev := newEvent()
 		if err := src.Next(ctx, block, &ev.raw); err != nil {
+			return nil, err
+		}
+		ev.src = src
+		if deliver(ev) {
+			return ev, nil
+		}
+		*ev = Event{}
+	}
+}
+
+// TakeEvent is NextEvent without waiting, for runtimes that hand each event
+// to a handler (package reactor): the event belongs to the library, which
+// reuses it once its handler has run, so taking and dispatching an event
+// allocates nothing. It must be passed to HandleOn (or Handle) exactly once;
+// Ack outside the handler fails with EINVAL, and the event must not be used
+// after HandleOn returns.
+func TakeEvent(src EventSource) (*Event, error) {
+	for {
+		ev := eventPool.Get().(*Event)
+		ev.st.Store(0)
+		if err := src.Next(context.Background(), false, &ev.raw); err != nil {
 			ev.free()
 			return nil, err
 		}
 		ev.src = src
 		if deliver(ev) {
+			ev.pooled = true
 			return ev, nil
 		}
 		ev.free()
@@ -100,11 +127,11 @@ func deliver(ev *Event) bool {
 		raw.Child = nil
 		seq, lsync := listener.adopt(child, raw)
 		if seq == 0 {
-			ev.complete() // dropped: keep the listener's counts balanced
+			ev.settle() // dropped: keep the listener's counts balanced
 			return false
 		}
 		if lsync && !child.makeSync() {
-			ev.complete()
+			ev.settle()
 			return false
 		}
 		ev.ID, ev.ListenID, ev.Seq = child, listener, seq
@@ -118,7 +145,7 @@ func deliver(ev *Event) bool {
 		// kernel drops the events of a destroyed id (and so that nothing
 		// follows the id's destroy in its journal).
 		id.mu.Unlock()
-		ev.complete()
+		ev.settle()
 		return false
 	}
 	id.state = AfterEvent(id.state, raw.Type, id.qpType)
@@ -182,9 +209,10 @@ func (i *ID) makeSync() bool {
 }
 
 // ownPrivateData copies an event's private data into memory of its own.
-// Events are recycled, so a slice of the event's buffer would let a program
-// that keeps (or writes through) it after Ack see or corrupt another id's
-// private data; the copy costs one allocation, on set-up events only.
+// A reactor's events are recycled, so a slice of the event's buffer would
+// let a program that keeps (or writes through) it see or corrupt another
+// id's private data; the copy costs one allocation, on set-up events only,
+// and lets every event's private data be kept after Ack.
 func ownPrivateData(raw *RawEvent) []byte {
 	if raw.PrivateDataLen == 0 {
 		return nil

@@ -2,6 +2,7 @@ package id
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"syscall"
 )
@@ -9,9 +10,12 @@ import (
 // complete waits for the outcome of call c on a synchronous id, as
 // librdmacm's ucma_complete: the next event on the id's private channel
 // becomes the id's current event, and a non-zero status becomes the error
-// (REJECTED gives ECONNREFUSED, other statuses their errno). If ctx ends
-// first the id is abandoned: it moves to StateCanceled and only Destroy
-// remains, so a late event cannot be mistaken for the answer to another call.
+// (statusError: REJECTED gives ECONNREFUSED, other statuses their errno,
+// so a rejected UD connect, UNREACHABLE status 2, gives errno 2, ENOENT).
+// If ctx ends first the id is abandoned: it moves to StateCanceled and only
+// Destroy remains, so a late event cannot be mistaken for the answer to
+// another call. If the id is destroyed meanwhile (from another goroutine)
+// the call fails with ErrClosed and EBADF.
 func (i *ID) complete(ctx context.Context, c Call) error {
 	ev, err := NextEvent(ctx, i.src, true)
 	if err != nil {
@@ -19,16 +23,35 @@ func (i *ID) complete(ctx context.Context, c Call) error {
 			i.cancel()
 			return &Error{Op: c.String(), Err: fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())}
 		}
-		return wrap(c.String(), err)
+		return i.waitError(c.String(), err)
 	}
 	ev.syncOwned = true
 	i.mu.Lock()
 	i.event = ev
 	i.mu.Unlock()
-	if ev.Status != 0 {
-		return errorf(c.String(), StatusErrno(ev.Type, ev.Status), "%s, status %d", ev.Type, ev.Status)
+	return statusError(c.String(), ev)
+}
+
+// statusError is the error a synchronous call returns for its event: nil
+// for status 0, else the errno StatusErrno gives, with the event and its
+// status named (see Event.Err).
+func statusError(op string, ev *Event) error {
+	if ev.Status == 0 {
+		return nil
 	}
-	return nil
+	return &Error{Op: op, Msg: ev.Type.String() + ", " + statusText(ev.Type, ev.Status), Err: StatusErrno(ev.Type, ev.Status)}
+}
+
+// waitError is the error of a synchronous call whose wait for an event
+// failed: when the id was destroyed meanwhile (its private channel closed
+// under the call), ErrClosed with EBADF and words that say so, instead of
+// the fabric's name for its closed queue.
+func (i *ID) waitError(op string, err error) error {
+	if i.destroyed.Load() && errors.Is(err, syscall.EBADF) {
+		return &Error{Op: op, Msg: fmt.Sprintf("id %d destroyed while the call waited", i.uid),
+			Err: fmt.Errorf("%w: %w", ErrClosed, syscall.EBADF)}
+	}
+	return wrap(op, err)
 }
 
 // cancel moves an id whose blocking call was abandoned to StateCanceled.
@@ -73,7 +96,7 @@ func (i *ID) GetRequestContext(ctx context.Context) (*ID, error) {
 		if ctx.Err() != nil {
 			return nil, &Error{Op: "get_request", Err: fmt.Errorf("%w: %w", ErrCanceled, ctx.Err())}
 		}
-		return nil, wrap("get_request", err)
+		return nil, i.waitError("get_request", err)
 	}
 	ev.syncOwned = true
 	if ev.Type == EventConnectRequest && ev.Status == 0 {
@@ -102,7 +125,7 @@ func (i *ID) GetRequestContext(ctx context.Context) (*ID, error) {
 	case ev.Type == EventRejected:
 		return nil, errorf("get_request", syscall.ECONNREFUSED, "%s", ev.Type)
 	case ev.Status != 0:
-		return nil, errorf("get_request", StatusErrno(ev.Type, ev.Status), "%s, status %d", ev.Type, ev.Status)
+		return nil, statusError("get_request", ev)
 	}
 	return nil, errorf("get_request", syscall.EINVAL, "unexpected %s", ev.Type)
 }

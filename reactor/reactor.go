@@ -383,7 +383,7 @@ func (r *Reactor) drain(reg *registration) {
 			r.pause()
 			return
 		}
-		ev, err := id.NextEvent(context.Background(), reg.src, false)
+		ev, err := id.TakeEvent(reg.src)
 		if err != nil {
 			if !errors.Is(err, syscall.EAGAIN) {
 				// A closed channel: stop polling it instead of spinning.
@@ -671,27 +671,43 @@ func (r *Reactor) Close(ctx context.Context) error {
 	return err
 }
 
-// abandon acknowledges the events no worker has started, without their
+// abandon acknowledges the events no handler has started, without their
 // handlers, when Close gives up waiting; connection requests among them
-// are rejected and their new ids destroyed.
+// are rejected and their new ids destroyed (Event.HandleOn does that for a
+// request whose handler fails without answering it).
 func (r *Reactor) abandon() {
 	r.mbMu.Lock()
-	defer r.mbMu.Unlock()
-	for _, mb := range r.runq {
+	var evs []*id.Event
+	n := 0
+	// Every mailbox: those waiting in the run queue and those a worker is
+	// draining (its handler blocked past the deadline), whose next items
+	// have not started either.
+	for _, mb := range r.mboxes {
 		for it, ok := mb.pop(); ok; it, ok = mb.pop() {
-			if ev := it.ev; ev != nil {
-				if ev.Type == id.EventConnectRequest {
-					// The user never saw this request: reject it and
-					// destroy its id, as a destroyed listener's are.
-					_ = ev.ID.Reject(nil)
-					_ = ev.ID.Destroy()
-				}
-				_ = ev.Ack()
+			if it.ev != nil {
+				evs = append(evs, it.ev)
 			}
-			r.pending.Add(-1)
+			n++
 		}
+	}
+	for _, mb := range r.runq {
 		mb.scheduled = false
 		delete(r.mboxes, mb.key)
 	}
 	r.runq = nil
+	r.mbMu.Unlock()
+	for _, ev := range evs {
+		_ = ev.HandleOn(abandoned{}, 0)
+	}
+	for ; n > 0; n-- {
+		r.handled()
+	}
 }
+
+// abandoned is the handler of events Close gave up on: it fails, so that an
+// unanswered CONNECT_REQUEST is rejected and its new id destroyed.
+type abandoned struct{}
+
+var errAbandoned = errors.New("reactor: closed before the event's handler ran")
+
+func (abandoned) HandleEvent(*id.Event) error { return errAbandoned }

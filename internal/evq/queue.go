@@ -15,9 +15,9 @@ import (
 	"github.com/cmrt/cmrt/poll"
 )
 
-// ErrClosed is returned by Push and Pop on a closed queue. It wraps EBADF, as
-// the kernel reports a closed channel fd.
-var ErrClosed = fmt.Errorf("evq: queue closed: %w", syscall.EBADF)
+// ErrClosed is returned by Push and Pop on a closed queue. It wraps
+// id.ErrClosed and EBADF, as the kernel reports a closed channel fd.
+var ErrClosed = fmt.Errorf("%w: %w", id.ErrClosed, syscall.EBADF)
 
 // errAgain is returned by a non-blocking Pop on an empty queue.
 var errAgain = fmt.Errorf("evq: no event queued: %w", syscall.EAGAIN)
