@@ -27,8 +27,10 @@ type Channel struct {
 	src      id.EventSource
 	nonblock atomic.Bool
 
-	mu     sync.Mutex
-	closed bool
+	mu      sync.Mutex
+	closed  bool
+	onClose map[uint64]func() // OnClose's functions, by key
+	nextKey uint64
 }
 
 type options struct {
@@ -156,7 +158,8 @@ type endpointCounter interface{ Endpoints() int }
 
 // Close destroys the channel, as rdma_destroy_event_channel. Ids still on it
 // must be destroyed (or migrated) first: while any remain Close fails with
-// EBUSY. Closing twice is a no-op; so is closing a nil *Channel. A
+// EBUSY. Closing twice is a no-op; so is closing a nil *Channel. The
+// functions given to OnClose run before the descriptor is released; a
 // GetEvent waiting meanwhile returns an error wrapping id.ErrClosed.
 func (c *Channel) Close() error {
 	if c == nil {
@@ -174,6 +177,42 @@ func (c *Channel) Close() error {
 		}
 	}
 	c.closed = true
+	hooks := c.onClose
+	c.onClose = nil
 	c.mu.Unlock()
+	for _, f := range hooks {
+		f()
+	}
 	return c.src.Close()
+}
+
+// OnClose arranges for f to run once, when the channel is closed, before
+// its source and descriptor are released: a poller (package reactor) uses it
+// to stop polling the descriptor while it is still the channel's. f runs on
+// the goroutine that calls Close and must not call Close. The returned stop
+// cancels it (it reports whether f was still pending). On a closed (or nil)
+// channel f is not kept: OnClose returns a stop that reports false, and the
+// caller should treat the channel as gone.
+func (c *Channel) OnClose(f func()) (stop func() bool) {
+	if c == nil {
+		return func() bool { return false }
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return func() bool { return false }
+	}
+	if c.onClose == nil {
+		c.onClose = make(map[uint64]func())
+	}
+	c.nextKey++
+	key := c.nextKey
+	c.onClose[key] = f
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.onClose[key]
+		delete(c.onClose, key)
+		return ok
+	}
 }

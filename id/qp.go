@@ -158,7 +158,10 @@ type WC struct {
 // CQ is a completion queue with its completion channel: Fd is readable while
 // completions are queued, so a reactor can multiplex it.
 type CQ interface {
-	// Fd is readable while the queue holds completions.
+	// Fd is readable while the queue holds completions. Once the queue is
+	// destroyed (with its QP) Fd returns -1, and the descriptor it returned
+	// before is made readable before it is closed, so that a poller holding
+	// a duplicate of it (a reactor does) wakes, sees Fd() < 0 and lets it go.
 	Fd() int
 	// Poll moves up to len(wcs) completions into wcs, oldest first.
 	Poll(wcs []WC) int

@@ -14,10 +14,28 @@
 // exactly for its handlers. Completion queues (RegisterCQ) work the same
 // way: each queue's completions are handled one at a time, in order.
 //
+// The *id.Event a handler gets (like the *id.WC a completion handler gets)
+// is the reactor's and is reused for a later event once the handler
+// returns, so dispatch allocates nothing: it is valid only while the
+// handler runs. Keep what you need from it (ID, Type, Status, the
+// PrivateData slice, which is the event's own), not the pointer. Ack in a
+// handler is optional; outside it, it fails with EINVAL. A CONNECT_REQUEST
+// handler that panics or returns an error without answering the request
+// gets it rejected and its new id destroyed (see id.Event.Handle).
+//
+// The reactor owns what it polls: it registers a duplicate of each channel's
+// or queue's descriptor, which it closes itself, so a descriptor number
+// reused after a close can never be confused with a registered one. A
+// channel.Channel that is closed, and a completion queue that is destroyed
+// (DestroyQP, or Destroy of its id), lose their registration by themselves;
+// Unregister and UnregisterCQ of them return nil.
+//
 // The reactor never drops an event. When Options.MaxPending events are
 // taken but not yet handled, it stops reading channels (events wait in the
 // channels, where they belong) and reports ErrOverload once per episode
-// through Options.OnError; it resumes at half that. Close(ctx) is idempotent:
-// it stops reading, waits for the events already taken to be handled and
-// for running handlers to return, then releases the pool.
+// through Options.OnError; it resumes at half that. Close(ctx) is
+// idempotent: it stops reading, waits for the events already taken to be
+// handled and for running handlers to return, then releases the pool; at
+// ctx's deadline it returns ctx's error, and what is left is released when
+// the blocked handler returns.
 package reactor

@@ -16,7 +16,8 @@ var (
 	ErrOverload = errors.New("reactor: overload: handlers are behind, reading paused")
 	// ErrRegistered is returned when a channel is registered twice.
 	ErrRegistered = errors.New("reactor: channel already registered")
-	// ErrNotRegistered is returned by Unregister for an unknown channel.
+	// ErrNotRegistered is returned by Unregister for an unknown channel
+	// (and by UnregisterCQ for an unknown queue) that is still open.
 	ErrNotRegistered = errors.New("reactor: channel not registered")
 )
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/panjf2000/ants/v2"
 	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/goid"
@@ -25,17 +26,34 @@ type Channel interface {
 }
 
 // registration is a channel (or a completion queue) the loop reads.
-// Loop-owned except removed.
+//
+// The reactor owns what it polls: epoll watches pfd, a duplicate of the
+// owner's descriptor that the reactor closes itself, never the owner's fd
+// number. So a channel or queue closed behind the reactor's back, whose
+// number is then reused by another descriptor, cannot make the reactor act
+// on the newcomer (epoll_ctl DEL takes a number); and an owner that closes
+// makes pfd readable (soft queues do, see id.CQ) or calls its OnClose hook
+// (channel.Channel), so the loop drops the registration with its duplicate.
 type registration struct {
 	key     uint64
 	ch      Channel
 	src     id.EventSource
-	fd      int
+	fd      int // the owner's descriptor, for logs
+	pfd     int // the reactor's duplicate of fd: what epoll watches
 	h       id.Handler
 	cq      id.CQ
 	ch2     CompletionHandler
-	wcs     []id.WC // the loop's buffer for polling cq
+	wcs     []id.WC     // the loop's buffer for polling cq
+	stop    func() bool // cancels the channel's OnClose hook (under regMu)
 	removed atomic.Bool
+	closed  atomic.Bool // pfd is closed
+}
+
+// closeNotifier is implemented by channels that say when they close
+// (channel.Channel): the reactor drops their registration before their
+// descriptor goes.
+type closeNotifier interface {
+	OnClose(f func()) (stop func() bool)
 }
 
 // CompletionHandler handles work completions of a completion queue
@@ -63,15 +81,18 @@ type Reactor struct {
 	done   chan struct{}
 	loopG  uint64 // the loop goroutine's id (package internal/goid)
 
-	state   atomic.Int32 // 0 open, 1 closing, 2 closed
-	closeMu sync.Mutex
+	state    atomic.Int32 // 0 open, 1 closing, 2 closed
+	closeMu  sync.Mutex
+	released sync.Once // the worker pool
 
 	taskMu sync.Mutex
 	tasks  []func()
+	exited bool // the loop has exited: posting is a no-op (under taskMu)
 
-	regMu  sync.Mutex                // guards byCh, byCQ and nextKk (callers' side)
-	byCh   map[Channel]*registration // registered channels
-	byCQ   map[id.CQ]*registration   // registered completion queues
+	regMu  sync.Mutex                 // guards byCh, byCQ, live, nextKk and the move to closing
+	byCh   map[Channel]*registration  // registered channels
+	byCQ   map[id.CQ]*registration    // registered completion queues
+	live   map[*registration]struct{} // registrations whose pfd is open
 	nextKk uint64
 
 	// loop-owned
@@ -144,6 +165,7 @@ func New(opts ...Option) (*Reactor, error) {
 	r := &Reactor{
 		opts: o, log: o.Logger, poller: p, waker: w, done: make(chan struct{}),
 		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration), regs: make(map[uint64]*registration),
+		live:   make(map[*registration]struct{}),
 		mboxes: make(map[any]*mailbox),
 	}
 	r.mbCond.L = &r.mbMu
@@ -177,11 +199,16 @@ func New(opts ...Option) (*Reactor, error) {
 	return r, nil
 }
 
-// post queues fn for the loop goroutine.
+// post queues fn for the loop goroutine; once the loop has exited it does
+// nothing (the loop's exit released what tasks would have).
 func (r *Reactor) post(fn func()) {
 	r.taskMu.Lock()
+	defer r.taskMu.Unlock()
+	if r.exited {
+		return
+	}
 	r.tasks = append(r.tasks, fn)
-	r.taskMu.Unlock()
+	// Under taskMu: the loop closes the waker only after setting exited.
 	if err := r.waker.Wake(); err != nil {
 		r.log.Error().Err(err).Msg("reactor: wake")
 	}
@@ -205,46 +232,76 @@ func (r *Reactor) call(fn func()) {
 
 // Register adds a channel: its events go to h. A channel can be registered
 // once. It may be called from a handler.
+//
+// The reactor polls a duplicate of the channel's descriptor, which it
+// closes itself. When a channel.Channel is closed its registration is
+// dropped first (Close waits for that, except from an inline handler); a
+// channel of another type is dropped when the reactor finds it closed.
 func (r *Reactor) Register(ch Channel, h id.Handler) error {
-	if h == nil {
-		return fmt.Errorf("reactor: nil handler: %w", syscall.EINVAL)
+	if h == nil || ch == nil {
+		return fmt.Errorf("reactor: nil channel or handler: %w", syscall.EINVAL)
 	}
 	src := ch.Source()
 	if src == nil {
 		return fmt.Errorf("reactor: channel closed: %w", syscall.EBADF)
 	}
-	return r.add(&registration{ch: ch, src: src, fd: ch.Fd(), h: h}, func() bool {
+	reg := &registration{ch: ch, src: src, fd: ch.Fd(), h: h}
+	return r.add(reg, func() bool { return ch.Source() != nil }, func() bool {
 		_, dup := r.byCh[ch]
 		return !dup
-	}, func(reg *registration) { r.byCh[ch] = reg })
+	}, func() {
+		r.byCh[ch] = reg
+		if cn, ok := ch.(closeNotifier); ok {
+			reg.stop = cn.OnClose(func() { r.ownerClosed(reg) })
+		}
+	})
 }
 
-// add registers reg: fresh reports whether its channel or queue is not yet
-// registered and record files it (both under regMu). epoll_ctl is safe
-// from any goroutine; the loop learns of the key through a task. A
-// readiness report that comes first is ignored, and being level-triggered
-// it comes again.
-func (r *Reactor) add(reg *registration, fresh func() bool, record func(*registration)) error {
+// add registers reg: it duplicates reg.fd (open reports, after the
+// duplicate is made, that reg.fd was still the owner's), and fresh reports
+// whether the channel or queue is not yet registered and record files it
+// (both under regMu). epoll_ctl is safe from any goroutine; the loop learns
+// of the key through a task. A readiness report that comes first is
+// ignored, and being level-triggered it comes again.
+func (r *Reactor) add(reg *registration, open, fresh func() bool, record func()) error {
+	r.regMu.Lock()
+	defer r.regMu.Unlock()
 	if r.state.Load() != 0 {
 		return ErrClosed
 	}
-	r.regMu.Lock()
 	if !fresh() {
-		r.regMu.Unlock()
 		return ErrRegistered
 	}
+	pfd, err := unix.FcntlInt(uintptr(reg.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("reactor: duplicate descriptor %d: %w", reg.fd, err)
+	}
+	if !open() {
+		// Closed before the duplicate was made: pfd may be another's.
+		_ = unix.Close(pfd)
+		return fmt.Errorf("reactor: closed while registering: %w", syscall.EBADF)
+	}
 	r.nextKk++
-	reg.key = r.nextKk
-	if err := r.poller.Add(reg.fd, poll.In, reg.key); err != nil {
-		r.regMu.Unlock()
+	reg.key, reg.pfd = r.nextKk, pfd
+	if err := r.poller.Add(pfd, poll.In, reg.key); err != nil {
+		_ = unix.Close(pfd)
 		return err
 	}
-	record(reg)
-	r.regMu.Unlock()
-	r.call(func() {
-		r.regs[reg.key] = reg
-		if r.paused {
-			_ = r.poller.Modify(reg.fd, 0, reg.key)
+	r.live[reg] = struct{}{}
+	record()
+	if reg.ch != nil && reg.ch.Source() == nil {
+		// Closed since open(): its OnClose hook was not kept.
+		reg.removed.Store(true)
+		delete(r.byCh, reg.ch)
+	}
+	r.post(func() {
+		if !reg.removed.Load() {
+			r.regs[reg.key] = reg
+			if r.paused {
+				_ = r.poller.Modify(reg.pfd, 0, reg.key)
+			}
+		} else {
+			r.forget(reg)
 		}
 	})
 	return nil
@@ -252,7 +309,8 @@ func (r *Reactor) add(reg *registration, fresh func() bool, record func(*registr
 
 // Unregister stops reading a channel: once it returns, the reactor takes no
 // further event from the channel (events already taken are still handled).
-// It may be called from a handler.
+// It may be called from a handler. Unregistering a channel that is closed
+// returns nil: its registration went when it closed.
 func (r *Reactor) Unregister(ch Channel) error {
 	r.regMu.Lock()
 	reg, ok := r.byCh[ch]
@@ -261,12 +319,12 @@ func (r *Reactor) Unregister(ch Channel) error {
 	}
 	r.regMu.Unlock()
 	if !ok {
+		if ch != nil && ch.Source() == nil {
+			return nil
+		}
 		return ErrNotRegistered
 	}
-	// Marked here, not only in the loop's task: an inline handler cannot
-	// wait for that task, and the loop checks the mark before every read.
-	reg.removed.Store(true)
-	r.call(func() { r.forget(reg.key) })
+	r.drop(reg)
 	return nil
 }
 
@@ -274,6 +332,10 @@ func (r *Reactor) Unregister(ch Channel) error {
 // the reactor polls it and hands each work completion to h, in order (one
 // completion of a queue at a time, also on the pool). It may be called from
 // a handler.
+//
+// The reactor polls a duplicate of the queue's descriptor. When the queue
+// is destroyed (DestroyQP, or Destroy of its id) the registration is
+// dropped by itself, shortly after: UnregisterCQ is then optional.
 func (r *Reactor) RegisterCQ(cq id.CQ, h CompletionHandler) error {
 	if h == nil || cq == nil {
 		return fmt.Errorf("reactor: nil completion queue or handler: %w", syscall.EINVAL)
@@ -282,14 +344,16 @@ func (r *Reactor) RegisterCQ(cq id.CQ, h CompletionHandler) error {
 	if fd < 0 {
 		return fmt.Errorf("reactor: completion queue has no descriptor (destroyed?): %w", syscall.EBADF)
 	}
-	return r.add(&registration{cq: cq, fd: fd, ch2: h, wcs: make([]id.WC, 32)}, func() bool {
+	reg := &registration{cq: cq, fd: fd, ch2: h, wcs: make([]id.WC, 32)}
+	return r.add(reg, func() bool { return cq.Fd() == fd }, func() bool {
 		_, dup := r.byCQ[cq]
 		return !dup
-	}, func(reg *registration) { r.byCQ[cq] = reg })
+	}, func() { r.byCQ[cq] = reg })
 }
 
 // UnregisterCQ stops polling a completion queue. Completions already taken
-// are still handled.
+// are still handled. Unregistering a destroyed queue returns nil: its
+// registration goes with it.
 func (r *Reactor) UnregisterCQ(cq id.CQ) error {
 	r.regMu.Lock()
 	reg, ok := r.byCQ[cq]
@@ -298,29 +362,93 @@ func (r *Reactor) UnregisterCQ(cq id.CQ) error {
 	}
 	r.regMu.Unlock()
 	if !ok {
+		if cq != nil && cq.Fd() < 0 {
+			return nil
+		}
 		return ErrNotRegistered
 	}
-	reg.removed.Store(true)
-	r.call(func() { r.forget(reg.key) })
+	r.drop(reg)
 	return nil
 }
 
-// forget drops a registration and its epoll entry. Loop only.
-func (r *Reactor) forget(key uint64) {
-	reg := r.regs[key]
-	if reg == nil {
+// drop ends a registration already removed from byCh or byCQ: no read
+// after it returns, and the loop deletes its epoll entry and closes its
+// duplicate.
+func (r *Reactor) drop(reg *registration) {
+	r.regMu.Lock()
+	stop := reg.stop
+	r.regMu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	// Marked here, not only in the loop's task: an inline handler cannot
+	// wait for that task, and the loop checks the mark before every read.
+	reg.removed.Store(true)
+	r.call(func() { r.forget(reg) })
+}
+
+// ownerClosed is a channel's OnClose hook: the channel is closing, its
+// descriptor still open.
+func (r *Reactor) ownerClosed(reg *registration) {
+	r.regMu.Lock()
+	if r.byCh[reg.ch] == reg {
+		delete(r.byCh, reg.ch)
+	}
+	r.regMu.Unlock()
+	reg.removed.Store(true)
+	r.call(func() { r.forget(reg) })
+}
+
+// dropClosed drops a registration whose owner the loop found closed (a
+// channel that reads EBADF, a queue whose Fd is -1). Loop only.
+func (r *Reactor) dropClosed(reg *registration) {
+	r.regMu.Lock()
+	if reg.cq != nil {
+		if r.byCQ[reg.cq] == reg {
+			delete(r.byCQ, reg.cq)
+		}
+	} else if r.byCh[reg.ch] == reg {
+		delete(r.byCh, reg.ch)
+	}
+	stop := reg.stop
+	r.regMu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	r.forget(reg)
+}
+
+// forget drops a registration: its epoll entry and its duplicate
+// descriptor. Loop only (or once the loop has exited).
+func (r *Reactor) forget(reg *registration) {
+	reg.removed.Store(true)
+	if r.regs[reg.key] == reg {
+		delete(r.regs, reg.key)
+	}
+	if reg.closed.Load() {
 		return
 	}
-	reg.removed.Store(true)
-	delete(r.regs, key)
-	if err := r.poller.Delete(reg.fd); err != nil && !errors.Is(err, syscall.ENOENT) && !errors.Is(err, syscall.EBADF) {
+	if err := r.poller.Delete(reg.pfd); err != nil && !errors.Is(err, syscall.ENOENT) {
 		r.log.Warn().Err(err).Int("fd", reg.fd).Msg("reactor: epoll delete")
+	}
+	r.regMu.Lock()
+	r.closePfdLocked(reg)
+	r.regMu.Unlock()
+}
+
+// closePfdLocked closes reg's duplicate descriptor once. regMu is held.
+func (r *Reactor) closePfdLocked(reg *registration) {
+	if reg.closed.CompareAndSwap(false, true) {
+		delete(r.live, reg)
+		_ = unix.Close(reg.pfd)
 	}
 }
 
-// loop is the reactor's goroutine.
+// loop is the reactor's goroutine. When it exits it releases the poller,
+// the waker and every duplicate descriptor, also when Close gave up waiting
+// for it (a handler that blocked past Close's deadline).
 func (r *Reactor) loop() {
-	defer close(r.done)
+	defer r.exit()
 	r.loopG = goid.ID()
 	events := make([]poll.Event, 128)
 	// After a busy batch, look again without blocking, and yield once before
@@ -355,6 +483,24 @@ func (r *Reactor) loop() {
 	}
 }
 
+// exit releases what the loop owned. Tasks posted from here on are not run.
+func (r *Reactor) exit() {
+	r.taskMu.Lock()
+	r.exited = true
+	r.tasks = nil
+	r.taskMu.Unlock()
+	r.regMu.Lock()
+	for reg := range r.live {
+		reg.removed.Store(true)
+		r.closePfdLocked(reg)
+	}
+	r.regMu.Unlock()
+	clear(r.regs)
+	_ = r.poller.Close()
+	_ = r.waker.Close()
+	close(r.done)
+}
+
 // runTasks runs queued tasks; it reports true when the loop must stop.
 func (r *Reactor) runTasks() (stop bool) {
 	for {
@@ -387,10 +533,10 @@ func (r *Reactor) drain(reg *registration) {
 		if err != nil {
 			if !errors.Is(err, syscall.EAGAIN) {
 				// A closed channel: stop polling it instead of spinning.
-				r.log.Warn().Err(err).Int("fd", reg.fd).Msg("reactor: channel unreadable, unregistering")
-				reg.removed.Store(true)
-				delete(r.regs, reg.key)
-				_ = r.poller.Delete(reg.fd)
+				if !errors.Is(err, id.ErrClosed) {
+					r.log.Warn().Err(err).Int("fd", reg.fd).Msg("reactor: channel unreadable, unregistering")
+				}
+				r.dropClosed(reg)
 			}
 			return
 		}
@@ -413,6 +559,12 @@ func (r *Reactor) drainCQ(reg *registration) {
 	}
 	wcs := reg.wcs[:min(int64(len(reg.wcs)), int64(r.opts.Batch), room)]
 	n := reg.cq.Poll(wcs)
+	if n == 0 && reg.cq.Fd() < 0 {
+		// Destroyed (with its QP): it made its descriptor readable so
+		// that we would learn of it here.
+		r.dropClosed(reg)
+		return
+	}
 	for k := 0; k < n; k++ {
 		r.stats.events.Add(1)
 		r.pending.Add(1)
@@ -452,7 +604,7 @@ func (r *Reactor) pause() {
 	}
 	r.paused = true
 	for _, reg := range r.regs {
-		_ = r.poller.Modify(reg.fd, 0, reg.key)
+		_ = r.poller.Modify(reg.pfd, 0, reg.key)
 	}
 	r.stats.overloads.Add(1)
 	r.log.Warn().Int64("pending", r.pending.Load()).Msg("reactor: overload, reading paused")
@@ -470,7 +622,7 @@ func (r *Reactor) resume() {
 	}
 	r.paused = false
 	for _, reg := range r.regs {
-		_ = r.poller.Modify(reg.fd, poll.In, reg.key)
+		_ = r.poller.Modify(reg.pfd, poll.In, reg.key)
 	}
 }
 
@@ -617,58 +769,92 @@ func (r *Reactor) Stats() Stats {
 // Close stops the reactor: it stops reading channels (the channels stay
 // open and keep their queued events), waits until the events already taken
 // have been handled and running handlers returned, then releases the worker
-// pool and the loop's descriptors. If ctx ends first, Close returns its
-// error; events still pending are then acknowledged without their handlers
-// (connection requests among them are rejected).
-// Closing twice is a no-op; Close must not be called from a handler.
+// pool and the loop's descriptors.
+//
+// If ctx ends first, Close returns its error at once, with workers and
+// inline alike: events no handler has started are then acknowledged
+// without their handlers (connection requests among them are rejected and
+// their new ids destroyed), and a handler still running is left to return.
+// Nothing leaks: the loop releases its descriptors when it exits, after
+// that handler, and the pool's workers exit when their handlers return. A
+// later Close waits again, with its own context, for all of that to end,
+// and returns nil once it has. Closing a closed reactor is a no-op; Close
+// must not be called from a handler.
 func (r *Reactor) Close(ctx context.Context) error {
 	r.closeMu.Lock()
 	defer r.closeMu.Unlock()
-	if !r.state.CompareAndSwap(0, 1) {
+	switch r.state.Load() {
+	case 2:
 		return nil
+	case 0:
+		r.beginClose()
 	}
-	r.mbMu.Lock()
-	r.idle = make(chan struct{}, 1)
-	r.mbMu.Unlock()
-	r.post(func() {
-		for key, reg := range r.regs {
-			reg.removed.Store(true)
-			_ = r.poller.Delete(reg.fd)
-			delete(r.regs, key)
-		}
-	})
-	var err error
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		err = ctx.Err()
-	}
-	for err == nil && r.pending.Load() > 0 {
-		select {
-		case <-r.idle:
-		case <-ctx.Done():
-			err = ctx.Err()
-		}
-	}
+	err := r.settle(ctx)
 	if r.pool != nil {
 		if err != nil {
 			r.abandon()
 		}
 		r.stopWorkers()
 		if err == nil {
-			r.workers.Wait()
+			r.workers.Wait() // prompt: no handler is running
 		}
-		r.pool.Release()
+		r.released.Do(r.pool.Release)
 	}
-	<-r.done
+	if err != nil {
+		return err
+	}
 	r.state.Store(2)
-	_ = r.poller.Close()
-	_ = r.waker.Close()
+	return nil
+}
+
+// beginClose stops reading: every registration is marked (the loop checks
+// the mark before every read, also between the events of a batch) and the
+// loop is told to drop them and exit.
+func (r *Reactor) beginClose() {
 	r.regMu.Lock()
-	r.byCh = make(map[Channel]*registration)
-	r.byCQ = make(map[id.CQ]*registration)
+	r.state.Store(1)
+	regs := make([]*registration, 0, len(r.byCh)+len(r.byCQ))
+	for _, reg := range r.byCh {
+		regs = append(regs, reg)
+	}
+	for _, reg := range r.byCQ {
+		regs = append(regs, reg)
+	}
+	clear(r.byCh)
+	clear(r.byCQ)
 	r.regMu.Unlock()
-	return err
+	for _, reg := range regs {
+		reg.removed.Store(true)
+		if reg.stop != nil {
+			reg.stop()
+		}
+	}
+	r.mbMu.Lock()
+	r.idle = make(chan struct{}, 1)
+	r.mbMu.Unlock()
+	r.post(func() {
+		for _, reg := range r.regs {
+			r.forget(reg)
+		}
+	})
+}
+
+// settle waits until the loop has exited and no event is pending, or ctx
+// ends.
+func (r *Reactor) settle(ctx context.Context) error {
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	for r.pending.Load() > 0 {
+		select {
+		case <-r.idle:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // abandon acknowledges the events no handler has started, without their

@@ -129,7 +129,10 @@ func (c *cq) Wait(ctx context.Context) error {
 	}
 }
 
-// close releases the eventfd; waiters return EBADF.
+// close releases the eventfd; waiters return EBADF. As id.CQ asks, Fd is
+// -1 from here on, and the eventfd is made readable before it is closed: a
+// poller holding a duplicate of it (a reactor) wakes, finds Fd() < 0 and
+// drops it.
 func (c *cq) close() {
 	c.mu.Lock()
 	if c.closed {
@@ -139,6 +142,9 @@ func (c *cq) close() {
 	c.closed = true
 	c.n = 0
 	efd := c.efd
+	if efd != nil {
+		_ = efd.Add(1)
+	}
 	c.mu.Unlock()
 	close(c.done)
 	if efd != nil {

@@ -187,6 +187,11 @@ func (q *Queue) PushAll(evs []id.RawEvent) error {
 // Close closes the queue and returns the events still in it, so the caller
 // can release what they hold. Blocked Pops return ErrClosed. It is
 // idempotent; later calls return nil.
+//
+// Before its descriptor is closed it is made readable, and it stays so: a
+// poller that holds a duplicate of it (a reactor does) wakes, reads
+// ErrClosed and drops it, instead of waiting forever on a queue nobody
+// will fill.
 func (q *Queue) Close() []id.RawEvent {
 	q.mu.Lock()
 	if q.closed {
@@ -200,6 +205,7 @@ func (q *Queue) Close() []id.RawEvent {
 		q.popLocked(&ev)
 		rest = append(rest, ev)
 	}
+	_ = q.efd.Add(1) // readable although empty: a poller's duplicate wakes
 	q.mu.Unlock()
 	close(q.done)
 	_ = q.efd.Close()
