@@ -33,7 +33,9 @@
 // The reactor never drops an event. When Options.MaxPending events are
 // taken but not yet handled, it stops reading channels (events wait in the
 // channels, where they belong) and reports ErrOverload once per episode
-// through Options.OnError; it resumes at half that. Close(ctx) is
+// through Options.OnError (or Options.OnOverload); it resumes at half that.
+// OnError otherwise receives only the handlers' failures (returned errors
+// and recovered panics), which never stop the reactor. Close(ctx) is
 // idempotent: it stops reading, waits for the events already taken to be
 // handled and for running handlers to return, then releases the pool; at
 // ctx's deadline it returns ctx's error, and what is left is released when

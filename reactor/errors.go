@@ -11,8 +11,10 @@ import (
 var (
 	// ErrClosed is returned by calls on a closed reactor.
 	ErrClosed = errors.New("reactor: closed")
-	// ErrOverload is reported through Options.OnError when MaxPending
-	// events are waiting for handlers; reading pauses until half are done.
+	// ErrOverload is reported through Options.OnError (unless
+	// Options.OnOverload is set) when MaxPending events are waiting for
+	// handlers; reading pauses until half are done. It is a notice, not a
+	// failure: no event is lost and the reactor resumes by itself.
 	ErrOverload = errors.New("reactor: overload: handlers are behind, reading paused")
 	// ErrRegistered is returned when a channel is registered twice.
 	ErrRegistered = errors.New("reactor: channel already registered")

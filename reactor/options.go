@@ -20,9 +20,19 @@ type Options struct {
 	// line per event. Default zerolog.Nop().
 	Logger zerolog.Logger
 	// OnError, if set, is called (from the goroutine that saw it) with
-	// handler errors (*HandlerError), recovered panics (*PanicError) and
-	// ErrOverload. It must not block.
+	// what went wrong in a handler: an error a handler returned
+	// (*HandlerError, *CompletionError) or a panic recovered from one
+	// (*PanicError). Neither stops the reactor, which goes on with the next
+	// event: they are the handlers' failures, not the reactor's. Unless
+	// OnOverload is set, OnError also receives ErrOverload, which is no
+	// handler's failure but a notice that reading paused (the reactor
+	// resumes by itself); tell it apart with errors.Is(err, ErrOverload).
+	// It must not block.
 	OnError func(error)
+	// OnOverload, if set, is called (on the loop goroutine) instead of
+	// OnError(ErrOverload) each time reading pauses because MaxPending
+	// events wait for handlers. It must not block.
+	OnOverload func()
 }
 
 // Option sets an option.
@@ -46,6 +56,10 @@ func WithLogger(l zerolog.Logger) Option { return func(o *Options) { o.Logger = 
 
 // WithErrorHandler sets Options.OnError.
 func WithErrorHandler(f func(error)) Option { return func(o *Options) { o.OnError = f } }
+
+// WithOverloadHandler sets Options.OnOverload: overload notices go to f
+// instead of OnError, which then receives handler failures only.
+func WithOverloadHandler(f func()) Option { return func(o *Options) { o.OnOverload = f } }
 
 // WithOptions replaces all options at once.
 func WithOptions(opts Options) Option { return func(o *Options) { *o = opts } }

@@ -608,7 +608,11 @@ func (r *Reactor) pause() {
 	}
 	r.stats.overloads.Add(1)
 	r.log.Warn().Int64("pending", r.pending.Load()).Msg("reactor: overload, reading paused")
-	r.report(ErrOverload)
+	if r.opts.OnOverload != nil {
+		r.opts.OnOverload()
+	} else {
+		r.report(ErrOverload)
+	}
 	// A worker may have brought pending down already.
 	if r.pending.Load() <= int64(r.opts.MaxPending/2) {
 		r.resume()

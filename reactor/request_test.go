@@ -160,3 +160,33 @@ func TestStaleHandlerEventIsInert(t *testing.T) {
 		}
 	}
 }
+
+// TestOverloadHandlerSeparatesNotices: with WithOverloadHandler, overload
+// notices go there and OnError receives only the handlers' failures.
+func TestOverloadHandlerSeparatesNotices(t *testing.T) {
+	const n = 200
+	var overloads, errs atomic.Int32
+	fx := newFixture(t, 10, reactor.WithWorkers(2), reactor.WithMaxPending(8),
+		reactor.WithOverloadHandler(func() { overloads.Add(1) }),
+		reactor.WithErrorHandler(func(err error) {
+			if errors.Is(err, reactor.ErrOverload) {
+				t.Error("ErrOverload reached OnError although an overload handler is set")
+			}
+			errs.Add(1)
+		}))
+	boom := errors.New("boom")
+	_ = fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
+		time.Sleep(100 * time.Microsecond)
+		if ev.Status == 0 {
+			return boom
+		}
+		return nil
+	}))
+	for k := range n {
+		ep(fx.ids[k%10]).Inject(id.EventUser, int32(k), nil)
+	}
+	waitFor(t, "every event", func() bool { s := fx.r.Stats(); return s.Events == n && s.Pending == 0 })
+	if overloads.Load() == 0 || errs.Load() != 1 {
+		t.Fatalf("%d overload notices, %d errors (want >0 and 1)", overloads.Load(), errs.Load())
+	}
+}
