@@ -235,8 +235,12 @@ func (r *Reactor) call(fn func()) {
 //
 // The reactor polls a duplicate of the channel's descriptor, which it
 // closes itself. When a channel.Channel is closed its registration is
-// dropped first (Close waits for that, except from an inline handler); a
-// channel of another type is dropped when the reactor finds it closed.
+// dropped first, through its OnClose hook (Close waits for that, except
+// from an inline handler, where it happens when the handler returns). A
+// channel of another type is dropped when its source reads as closed: the
+// software fabric's sources make their descriptor readable when they close;
+// a source that does not (the kernel fabric's rdma_cm file) stays
+// registered, its file held open by the duplicate, until Unregister.
 func (r *Reactor) Register(ch Channel, h id.Handler) error {
 	if h == nil || ch == nil {
 		return fmt.Errorf("reactor: nil channel or handler: %w", syscall.EINVAL)
