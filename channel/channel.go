@@ -85,8 +85,13 @@ func (c *Channel) Source() id.EventSource {
 	return c.src
 }
 
-// Fabric returns the fabric the channel is on.
-func (c *Channel) Fabric() id.Fabric { return c.src.Fabric() }
+// Fabric returns the fabric the channel is on (nil for a nil *Channel).
+func (c *Channel) Fabric() id.Fabric {
+	if c == nil {
+		return nil
+	}
+	return c.src.Fabric()
+}
 
 // Fd returns the channel's descriptor: readable (poll, epoll) while events
 // are queued. The descriptor belongs to the channel; do not close it. After
@@ -146,7 +151,7 @@ func (c *Channel) Ack(ev *id.Event) error {
 	if ev == nil {
 		return &id.Error{Op: "ack_cm_event", Msg: "nil event", Err: syscall.EINVAL}
 	}
-	if ev.Source() != c.src {
+	if c == nil || ev.Source() != c.src {
 		return &id.Error{Op: "ack_cm_event", Msg: "event of another channel", Err: syscall.EINVAL}
 	}
 	return ev.Ack()

@@ -224,8 +224,14 @@ func TestTypedNilChannel(t *testing.T) {
 	cm := newID(t, ch, id.PSTCP)
 	defer cm.Destroy()
 	wantErrno(t, noPanic("Migrate", func() error { return cm.Migrate(nilCh) }), syscall.EINVAL)
-	if nilCh.Fd() != -1 || nilCh.Close() != nil {
-		t.Fatal("nil channel: Fd or Close")
+	if nilCh.Fd() != -1 || nilCh.Close() != nil || nilCh.Fabric() != nil {
+		t.Fatal("nil channel: Fd, Close or Fabric")
+	}
+	ep(cm).Inject(id.EventUser, 0, nil)
+	ev := expect(t, ch, id.EventUser, cm)
+	wantErrno(t, noPanic("Ack", func() error { return nilCh.Ack(ev) }), syscall.EINVAL)
+	if err := ch.Ack(ev); err != nil {
+		t.Fatal(err)
 	}
 }
 
