@@ -29,6 +29,22 @@
 // register themselves with Register, and ids created without a channel use
 // the default fabric (CMRT_FABRIC selects one by name).
 //
+// # UD
+//
+// UD ids (PSUDP, PSIPoIB, and PSIB with QP type UD) have no connection:
+// Connect sends a service ID resolution request (SIDR REQ) and Accept or
+// Reject answers it; the passive side gets no event after its answer. The
+// active side gets ESTABLISHED with the peer's QP number, Q_Key and address
+// handle (Event.UD), or UNREACHABLE, as the kernel's rdma_cm reports it:
+// status 2 (IB_SIDR_REJECT) after the listener's Reject, status 1
+// (IB_SIDR_UNSUPPORTED) when nothing listens for the port space on that
+// port, -ETIMEDOUT when no answer comes within the fabric's retry budget;
+// or ADDR_ERROR -EINVAL when the peer's Q_Key is not RDMA_UDP_QKEY. On the
+// software fabric the retry budget is 7.75 s by default
+// (fabric/soft.WithSIDRRetry), and a destination host with no socket on the
+// port answers at once (ICMP port unreachable, status 1); on the kernel
+// fabric the IB CM's SIDR timeout applies.
+//
 // The runtime is event-sourced: an id's State is the fold of the calls made
 // on it and the events reported for it (see Apply), and every call and event
 // is recorded in a Journal.

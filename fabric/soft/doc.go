@@ -12,6 +12,18 @@
 // subnet is ADDR_ERROR -ETIMEDOUT. Bind reserves real ports, so address conflicts give the errno the
 // kernel's rdma_cm gives (EADDRINUSE, EADDRNOTAVAIL).
 //
+// UD ids (PS_UDP, PS_IPOIB) use UDP: the rdma_cm port is a UDP port whose
+// socket carries a SIDR-like request/reply exchange (internal/sidr), and
+// each UD QP is a UDP socket of its own. A UD connect ends with ESTABLISHED,
+// or UNREACHABLE: status 2 after the listener's rdma_reject, 1 when nothing
+// listens in the port space on that port (at once when the destination
+// host has no socket there: its ICMP port unreachable ends the connect),
+// -ETIMEDOUT when nothing answers within the retry budget (WithSIDRRetry,
+// 7.75 s by default). A UD port is bound without SO_REUSEADDR, so no other
+// socket of the host can take it or its datagrams; ids of one fabric share
+// a port with the REUSEADDR option, under the kernel's rdma_cm rules. A
+// REP counts only from the address and port its request went to.
+//
 // A connected RC id's QP carries RDMAP messages in DDP segments inside MPA
 // FPDUs (RFC 5040/5041/5044, CRC32c when either side asks for it): Send,
 // Send with Solicited Event, Send with Invalidate (the peer's region is

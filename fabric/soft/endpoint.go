@@ -165,8 +165,8 @@ func (ep *endpoint) bindLocked(addr netip.AddrPort) error {
 	if err != nil {
 		return err
 	}
-	if ep.opt.tosSet {
-		setTOS(b.fd, ep.opt.tos)
+	if ep.opt.tosSet && b.sockFD() >= 0 {
+		setTOS(b.sockFD(), ep.opt.tos)
 	}
 	ep.bind, ep.dev, ep.local = b, dev, b.addr
 	ep.f.mon.track(ep)
@@ -471,8 +471,8 @@ func (ep *endpoint) SetOption(level id.OptionLevel, name id.OptionName, val []by
 	switch name {
 	case id.OptionTOS:
 		ep.opt.tos, ep.opt.tosSet = val[0], true
-		if ep.bind != nil && ep.bind.fd >= 0 {
-			setTOS(ep.bind.fd, val[0])
+		if ep.bind != nil && ep.bind.sockFD() >= 0 {
+			setTOS(ep.bind.sockFD(), val[0])
 		}
 	case id.OptionReuseAddr:
 		on := val[0]|val[1]|val[2]|val[3] != 0

@@ -28,16 +28,28 @@ func (t transport) sockType() int {
 }
 
 // binding is an id's hold on a port: an entry in the fabric's port table
-// and, until a connection or listener takes it over, the OS socket bound to
-// the address (SO_REUSEADDR, as siw binds its sockets).
+// and the OS socket bound to the address. A TCP binding's socket
+// (SO_REUSEADDR, as siw binds its sockets) is its own until a connection or
+// listener takes it over; a UDP binding's is a udPort, which bindings
+// sharing the port with OptionReuseAddr share.
 type binding struct {
 	tr        transport
 	addr      netip.AddrPort // bound address, possibly a wildcard
 	reuse     bool
 	afonly    bool
 	listening bool
-	auto      bool // the fabric chose the port (bound to port 0)
-	fd        int  // -1 once taken
+	auto      bool    // the fabric chose the port (bound to port 0)
+	fd        int     // TCP: -1 once taken; UDP: -1
+	ud        *udPort // UDP: the socket, maybe shared
+}
+
+// sockFD returns the binding's socket (a UDP binding's shared one), or -1
+// once a TCP binding's was taken.
+func (b *binding) sockFD() int {
+	if b.ud != nil {
+		return b.ud.fd
+	}
+	return b.fd
 }
 
 // takeFD hands the bound socket to a connection or listener.
@@ -120,6 +132,14 @@ func (t *portTable) remove(b *binding) {
 		t.m[k] = list
 	}
 	fd := b.takeFD()
+	if p := b.ud; p != nil {
+		b.ud = nil
+		if p.refs--; p.refs == 0 {
+			// The ids' udSocks holding it closed before their bindings
+			// went: nothing polls it any more.
+			fd = p.fd
+		}
+	}
 	t.mu.Unlock()
 	if fd >= 0 {
 		_ = unix.Close(fd)
@@ -138,11 +158,11 @@ func (t *portTable) listen(b *binding) error {
 	return nil
 }
 
-// bind reserves addr for an id: the port table first, then an OS socket
-// bound with SO_REUSEADDR, which also catches ports other processes listen
-// on. Port 0 picks a free port: for TCP from the ephemeral range, as the
-// kernel's rdma_cm does (cma_alloc_any_port), so TIME_WAIT sockets never
-// block or slow it; for UDP the OS picks (see anyPort).
+// bind reserves addr for an id: the port table first, then an OS socket,
+// which also catches ports other processes hold. Port 0 picks a free port:
+// for TCP from the ephemeral range, as the kernel's rdma_cm does
+// (cma_alloc_any_port), so TIME_WAIT sockets never block or slow it; for
+// UDP the OS picks (see anyPort).
 func (t *portTable) bind(tr transport, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
 	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
 	if addr.Port() == 0 {
@@ -162,25 +182,69 @@ func (t *portTable) bind(tr transport, addr netip.AddrPort, reuse, afonly bool) 
 }
 
 // explicitPort binds addr's port: the table decides the rdma_cm conflicts,
-// the OS those with other processes' sockets.
+// the OS those with other processes' sockets. A UDP binding that the table
+// lets share the port (OptionReuseAddr on both, neither listening) shares
+// the socket of a binding whose address covers its own: UDP sockets are
+// never bound with SO_REUSEADDR, which would let any other local socket
+// share the port and take its unicast datagrams.
 func (t *portTable) explicitPort(tr transport, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
 	b := &binding{tr: tr, addr: addr, reuse: reuse, afonly: afonly, fd: -1}
 	t.mu.Lock()
 	err := t.conflictLocked(b, reuse)
 	if err == nil {
+		if tr == udp && reuse {
+			if p := t.sharedUDPLocked(b); p != nil {
+				p.refs++
+				b.ud = p
+			}
+		}
 		t.addLocked(b) // hold the port while the socket is bound
 	}
 	t.mu.Unlock()
 	if err != nil {
 		return nil, err
 	}
+	if b.ud != nil {
+		return b, nil
+	}
 	fd, err := bindSocket(tr, addr, afonly)
 	if err != nil {
 		t.remove(b)
 		return nil, err
 	}
-	b.fd = fd
+	t.setSocket(b, fd)
 	return b, nil
+}
+
+// setSocket gives b the socket bound for it.
+func (t *portTable) setSocket(b *binding, fd int) {
+	if b.tr != udp {
+		b.fd = fd
+		return
+	}
+	p := newUDPort(fd, b.addr)
+	t.mu.Lock()
+	b.ud = p
+	t.mu.Unlock()
+}
+
+// sharedUDPLocked returns the socket of another UDP binding on b's port
+// that b may share: one bound to b's address, or to the wildcard of its
+// family. The table has already checked that every binding b overlaps
+// allows it. t.mu is held.
+func (t *portTable) sharedUDPLocked(b *binding) *udPort {
+	a := b.addr.Addr()
+	for _, cur := range t.m[portKey{b.tr, b.addr.Port()}] {
+		p := cur.ud
+		if cur == b || p == nil {
+			continue
+		}
+		c := p.addr.Addr()
+		if c == a || (c.IsUnspecified() && c.Is4() == a.Is4()) {
+			return p
+		}
+	}
+	return nil
 }
 
 // rangePort binds a TCP port from the ephemeral range other than skip,
@@ -215,7 +279,7 @@ func (t *portTable) rangePort(tr transport, addr netip.AddrPort, reuse, afonly b
 		t.mu.Unlock()
 		fd, err := bindSocket(tr, b.addr, afonly)
 		if err == nil {
-			b.fd = fd
+			t.setSocket(b, fd)
 			return b, nil
 		}
 		t.remove(b)
@@ -252,8 +316,9 @@ func (t *portTable) anyPort(tr transport, addr netip.AddrPort, reuse, afonly boo
 		if err != nil {
 			return nil, err
 		}
-		b := &binding{tr: tr, reuse: reuse, afonly: afonly, fd: fd,
+		b := &binding{tr: tr, reuse: reuse, afonly: afonly, fd: -1,
 			addr: netip.AddrPortFrom(addr.Addr(), localAddr(fd).Port())}
+		b.ud = newUDPort(fd, b.addr)
 		t.mu.Lock()
 		err = t.conflictLocked(b, reuse)
 		if err == nil {
@@ -288,10 +353,12 @@ func bindSocket(tr transport, addr netip.AddrPort, afonly bool) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	// SO_REUSEADDR for a chosen port, as siw sets it: TIME_WAIT sockets of
-	// earlier connections do not block the port. Not for port 0 (UDP only:
-	// anyPort), where it would let another socket share the port.
-	if addr.Port() != 0 {
+	// SO_REUSEADDR for a chosen TCP port, as siw sets it: TIME_WAIT
+	// sockets of earlier connections do not block the port. Never for UDP,
+	// which has no TIME_WAIT: there it would let any local socket with the
+	// option, of any user, bind the port too and receive its unicast
+	// datagrams. Nor for port 0 (UDP only: anyPort).
+	if addr.Port() != 0 && tr == tcp {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	}
 	if fam == unix.AF_INET6 {

@@ -115,11 +115,11 @@ func (ep *endpoint) answerUD(status sidr.Status, qpn uint32, pd []byte, uid uint
 	}
 	s, key, local, ps := ep.ud.parent, ep.ud.key, ep.local, ep.ps
 	ep.mu.Unlock()
-	return sendREP(s, key, local.Addr(), &sidr.Message{Type: sidr.TypeREP, PortSpace: uint16(ps), TID: key.tid,
+	return sendREP(s, key, local, &sidr.Message{Type: sidr.TypeREP, PortSpace: uint16(ps), TID: key.tid,
 		Status: status, QPN: qpn & sidr.MaxQPN, QKey: id.UDPQKey, PrivateData: pd})
 }
 
-func sendREP(s *udSock, key sidrKey, local netip.Addr, m *sidr.Message) error {
+func sendREP(s *udSock, key sidrKey, local netip.AddrPort, m *sidr.Message) error {
 	rep, err := sidr.Append(nil, m)
 	if err != nil {
 		return einval("answer: %v", err)
@@ -127,21 +127,27 @@ func sendREP(s *udSock, key sidrKey, local netip.Addr, m *sidr.Message) error {
 	sent := false
 	s.l.call(func() { sent = s.answer(key, rep) })
 	if !sent {
-		udSendOnce(local, key.from, rep)
+		udSendOnce(s.f, local, key.from, rep)
 	}
 	return nil
 }
 
-// udSendOnce sends one datagram from a socket of its own bound to src.
-func udSendOnce(src netip.Addr, to netip.AddrPort, b []byte) {
+// udSendOnce sends one datagram from a socket of its own bound to src: a
+// REP whose listener is gone must still come from the address and port the
+// request went to, or the requester ignores it. When the port is taken
+// again meanwhile nothing is sent (the requester sees a lost REP).
+func udSendOnce(f *Fabric, src, to netip.AddrPort, b []byte) {
 	fam := family(to.Addr())
 	fd, err := newSocket(fam, unix.SOCK_DGRAM)
 	if err != nil {
 		return
 	}
 	defer unix.Close(fd)
-	if src.IsValid() && !src.IsUnspecified() && family(src) == fam {
-		_ = unix.Bind(fd, sockaddr(netip.AddrPortFrom(src, 0)))
+	if src.Addr().IsValid() && family(src.Addr()) == fam {
+		if err := unix.Bind(fd, sockaddr(src)); err != nil {
+			f.log.Debug().Err(err).Stringer("from", src).Stringer("to", to).Msg("soft: SIDR REP not sent: its port is taken")
+			return
+		}
 	}
 	_ = udSendFrom(fd, fam, b, to, netip.Addr{})
 }
@@ -164,7 +170,7 @@ func (ep *endpoint) rejectUD(pd []byte) error {
 func (ep *endpoint) destroyUD() {
 	ep.mu.Lock()
 	var reject *sidr.Message
-	parent, key, local := ep.ud.parent, ep.ud.key, ep.local.Addr()
+	parent, key, local := ep.ud.parent, ep.ud.key, ep.local
 	if parent != nil && !ep.ud.answered {
 		ep.ud.answered = true
 		reject = &sidr.Message{Type: sidr.TypeREP, PortSpace: uint16(ep.ps), TID: key.tid, Status: sidr.StatusReject, QKey: id.UDPQKey}

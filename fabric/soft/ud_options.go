@@ -9,7 +9,10 @@ const (
 	DefaultSIDRTimeout = 250 * time.Millisecond
 	// DefaultSIDRRetries is how many times a SIDR REQ is retransmitted. With
 	// the default timeout an unanswered UD connect reports UNREACHABLE
-	// (-ETIMEDOUT) after 250+500+1000+2000+4000 ms = 7.75 s.
+	// (-ETIMEDOUT) after 250+500+1000+2000+4000 ms = 7.75 s. A destination
+	// host with no socket on the port says so at once (ICMP port
+	// unreachable): the connect then reports UNREACHABLE with status 1
+	// (IB_SIDR_UNSUPPORTED) without waiting.
 	DefaultSIDRRetries = 4
 	// DefaultMulticastPort is the UDP port of multicast group traffic: one
 	// above RoCEv2's 4791, so the fabric never collides with the kernel's
@@ -28,7 +31,10 @@ type udOptions struct {
 // WithSIDRRetry sets how a UD connect retransmits its SIDR REQ: the first
 // wait is timeout, each retransmission doubles it, and after retries
 // retransmissions go unanswered the id gets UNREACHABLE with -ETIMEDOUT. The
-// total wait is timeout·(2^(retries+1)−1); see DefaultSIDRTimeout.
+// total wait is timeout·(2^(retries+1)−1); see DefaultSIDRTimeout. A UD
+// listener of the fabric keeps the REP of an answered request that long
+// after the answer, for the requester's retransmissions, so fabrics that
+// talk to each other should use the same setting.
 func WithSIDRRetry(timeout time.Duration, retries int) Option {
 	return func(o *options) {
 		o.ud.sidrTimeout = timeout

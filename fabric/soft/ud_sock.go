@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"container/list"
 	"math/rand/v2"
 	"net/netip"
 	"syscall"
@@ -10,36 +11,52 @@ import (
 
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/sidr"
-	"github.com/cmrt/cmrt/poll"
 )
 
 // UD connection set-up (SIDR over UDP, see package internal/sidr for the
 // bytes).
 //
-// A UD id's rdma_cm port is a UDP port: the socket its binding holds. When
-// the id listens or connects, a udSock takes that socket over and a loop
-// polls it.
+// A UD id's rdma_cm port is a UDP port: the socket its binding holds (a
+// udPort, ud_port.go). When the id listens or connects, a udSock attaches
+// to that socket and a loop polls it.
 //
 //   - Active side: Connect sends a REQ with a random transaction id to the
 //     resolved destination and waits DefaultSIDRTimeout (WithSIDRRetry),
-//     retransmitting with a doubled wait each time. A REP with the tid ends
-//     it: status 0 is ESTABLISHED with the peer's UD parameters, a non-zero
-//     status UNREACHABLE with that status (1 after rdma_reject), a Q_Key
-//     other than RDMA_UDP_QKEY ADDR_ERROR (-EINVAL), as cma_sidr_rep_handler.
-//     No REP after the last retransmission is UNREACHABLE -ETIMEDOUT.
+//     retransmitting with a doubled wait each time. A REP with the tid, from
+//     the address and port the REQ went to (a REP from anywhere else is
+//     dropped), ends it: status 0 is ESTABLISHED with the peer's UD
+//     parameters, a non-zero status UNREACHABLE with that status (2 after
+//     rdma_reject, 1 when nothing listens in the port space), a Q_Key other
+//     than RDMA_UDP_QKEY ADDR_ERROR (-EINVAL), as cma_sidr_rep_handler. When
+//     the destination host answers a REQ with an ICMP port unreachable (no
+//     socket on the port), the connect ends at once with UNREACHABLE status
+//     1, IB_SIDR_UNSUPPORTED, what the kernel's rdma_cm reports when the
+//     remote CM has no listener for the service. No REP after the last
+//     retransmission is UNREACHABLE -ETIMEDOUT.
 //   - Passive side: a listening socket turns each new REQ into a
 //     CONNECT_REQUEST with a new endpoint. Requests are remembered by
 //     (source, tid): a retransmission of a request still waiting for the
 //     user is ignored, one already answered gets the same REP again (for
-//     sidrAnsweredTTL), so duplicates never make a second CONNECT_REQUEST.
-//     At most backlog requests wait for the user; more are dropped (the
-//     requester retransmits). A REQ for another port space, or on a socket
-//     that does not listen, is answered with status 2 (unsupported).
+//     the requester's retry window, sidrRetryWindow, after the answer), so
+//     duplicates never make a second CONNECT_REQUEST. At most backlog
+//     requests wait for the user; more are dropped (the requester
+//     retransmits). The table is bounded (sidrMaxReqs) and so is each source
+//     host's share of it (sidrMaxPerSource): when either is full, the
+//     oldest answered request (of that source) is forgotten first, and only
+//     when none is answered is the new request dropped. A REQ for another
+//     port space, or on a socket that does not listen, is answered with
+//     status 1 (unsupported).
 //   - Malformed datagrams are dropped with a debug log; they touch no id.
 
-// sidrMaxReqs bounds the requests a listener remembers (waiting and
-// answered); when full, new requests are dropped.
-const sidrMaxReqs = 4096
+// Bounds of a listener's request table.
+const (
+	// sidrMaxReqs bounds the requests a listener remembers (waiting and
+	// answered).
+	sidrMaxReqs = 4096
+	// sidrMaxPerSource bounds those of one source host (an IPv4 address,
+	// an IPv6 /64), so that one host cannot fill the table.
+	sidrMaxPerSource = 256
+)
 
 // sidrKey names a request: where it came from and its transaction id.
 type sidrKey struct {
@@ -49,9 +66,31 @@ type sidrKey struct {
 
 // sidrReq is a request a listener has reported.
 type sidrReq struct {
+	key     sidrKey
+	src     *sidrSource
 	dst     netip.Addr // where the REQ was addressed: the REP's source
 	rep     []byte     // the REP, once the user answered
-	expires time.Time
+	expires time.Time  // answered: when its retransmissions are over
+	all     *list.Element
+	mine    *list.Element // in src.answered
+}
+
+// sidrSource is one source host's share of a listener's request table.
+type sidrSource struct {
+	addr     netip.Addr
+	n        int       // requests remembered, waiting and answered
+	answered list.List // its answered requests (*sidrReq), oldest first
+}
+
+// sourceOf returns the host part of a requester's address that per-source
+// limits count: the IPv4 address, or the /64 of an IPv6 one.
+func sourceOf(ap netip.AddrPort) netip.Addr {
+	a := ap.Addr().Unmap().WithZone("")
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p.Addr()
+	}
+	return a
 }
 
 // sidrConn is the active side's request in flight.
@@ -65,43 +104,40 @@ type sidrConn struct {
 	done  bool
 }
 
-// udSock is the rdma_cm socket of a UD id. Fields below fd belong to the
-// loop goroutine.
+// udSock is the SIDR state of a UD id that listens or connects, on its
+// binding's socket. Fields below local belong to the loop goroutine.
 type udSock struct {
 	l     *loop
 	f     *Fabric
 	ep    *endpoint
-	fd    int
-	fam   int
+	port  *udPort
 	local netip.AddrPort
 
-	gen       uint32
 	closed    bool
 	listening bool
 	ps        id.PortSpace
 	backlog   int
 	pending   int
 	reqs      map[sidrKey]*sidrReq
-	answered  []sidrKey // answered requests, oldest first (they expire in order)
+	sources   map[netip.Addr]*sidrSource
+	answered  list.List // answered requests (*sidrReq), oldest first: they expire in order
 	conn      *sidrConn
-	buf, oob  []byte
 }
 
-// udSockLocked returns the endpoint's rdma_cm socket, taking it over from
-// the binding on first use. ep.mu is held.
+// udSockLocked returns the endpoint's SIDR state, attaching it to the
+// binding's socket on first use. ep.mu is held.
 func (ep *endpoint) udSockLocked() (*udSock, error) {
 	if s := ep.ud.sock; s != nil {
 		return s, nil
 	}
-	if ep.bind == nil || ep.bind.fd < 0 {
+	if ep.bind == nil || ep.bind.ud == nil {
 		return nil, einval("UD id has no bound socket")
 	}
 	l, err := ep.f.eng.acquire()
 	if err != nil {
 		return nil, err
 	}
-	fd := ep.bind.takeFD()
-	s := &udSock{l: l, f: ep.f, ep: ep, fd: fd, fam: udSocketFamily(fd), local: ep.bind.addr, ps: ep.ps}
+	s := &udSock{l: l, f: ep.f, ep: ep, port: ep.bind.ud, local: ep.bind.addr, ps: ep.ps}
 	ep.ud.sock = s
 	l.post(s.start)
 	return s, nil
@@ -111,14 +147,7 @@ func (s *udSock) start() {
 	if s.closed {
 		return
 	}
-	udRecvInfo(s.fd, s.fam)
-	udNoForeignGroups(s.fd, s.fam)
-	gen, err := s.l.register(s.fd, poll.In, s)
-	if err != nil {
-		s.f.log.Error().Err(err).Int("fd", s.fd).Msg("soft: register UD socket")
-		return
-	}
-	s.gen = gen
+	s.port.attach(s)
 }
 
 // listen makes the socket answer requests.
@@ -126,70 +155,51 @@ func (s *udSock) listen(backlog int) {
 	s.listening, s.backlog = true, backlog
 	if s.reqs == nil {
 		s.reqs = make(map[sidrKey]*sidrReq)
+		s.sources = make(map[netip.Addr]*sidrSource)
 	}
-}
-
-// onEvents implements pollable.
-func (s *udSock) onEvents(uint32) {
-	if s.buf == nil {
-		s.buf = make([]byte, udMaxDatagram+1)
-		s.oob = make([]byte, udOOBLen)
-	}
-	var d udDatagram
-	for k := 0; k < 64 && !s.closed; k++ {
-		err := udRecv(s.fd, s.buf, s.oob, &d)
-		switch err {
-		case nil:
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN:
-			return
-		default:
-			s.f.log.Debug().Err(err).Int("fd", s.fd).Msg("soft: UD socket receive")
-			continue
-		}
-		s.received(&d)
-	}
-}
-
-func (s *udSock) received(d *udDatagram) {
-	var m sidr.Message
-	err := sidr.Parse(d.b, &m)
-	if err != nil || d.trunc {
-		s.f.log.Debug().Err(err).Stringer("from", d.from).Int("len", len(d.b)).Msg("soft: malformed SIDR datagram dropped")
-		return
-	}
-	if m.Type == sidr.TypeREQ {
-		s.onREQ(&m, d)
-	} else {
-		s.onREP(&m, d)
-	}
-}
-
-// reply sends a REP answering m.
-func (s *udSock) reply(m *sidr.Message, d *udDatagram, status sidr.Status) {
-	b, _ := sidr.Append(nil, &sidr.Message{Type: sidr.TypeREP, PortSpace: m.PortSpace, TID: m.TID, Status: status})
-	_ = udSendFrom(s.fd, s.fam, b, d.from, d.dst)
 }
 
 // sweep forgets answered requests whose retransmissions are over.
 func (s *udSock) sweep(now time.Time) {
-	n := 0
-	for _, k := range s.answered {
-		r := s.reqs[k]
-		if r != nil && r.expires.After(now) {
-			break
+	for e := s.answered.Front(); e != nil; e = s.answered.Front() {
+		r := e.Value.(*sidrReq)
+		if r.expires.After(now) {
+			return
 		}
-		delete(s.reqs, k)
-		n++
+		s.forget(r)
 	}
-	s.answered = s.answered[n:]
 }
 
-// sidrAnsweredTTL is how long a listener re-sends the REP of an answered
-// request to its retransmissions: longer than any requester keeps trying.
-func (f *Fabric) sidrAnsweredTTL() time.Duration {
-	return max(2*sidrTotal(f.opts.ud.timeout(), f.opts.ud.retries()), 30*time.Second)
+// forget drops a request from the table.
+func (s *udSock) forget(r *sidrReq) {
+	delete(s.reqs, r.key)
+	if r.all != nil {
+		s.answered.Remove(r.all)
+		r.src.answered.Remove(r.mine)
+		r.all, r.mine = nil, nil
+	}
+	if r.src.n--; r.src.n == 0 {
+		delete(s.sources, r.src.addr)
+	}
+}
+
+// evictOldest forgets the oldest answered request of list l, reporting
+// false when there is none.
+func (s *udSock) evictOldest(l *list.List) bool {
+	e := l.Front()
+	if e == nil {
+		return false
+	}
+	s.forget(e.Value.(*sidrReq))
+	return true
+}
+
+// sidrRetryWindow is how long a listener re-sends the REP of an answered
+// request to its retransmissions: as long as a requester with this
+// fabric's settings keeps retransmitting in all (WithSIDRRetry; 7.75 s by
+// default), counted from the answer.
+func (f *Fabric) sidrRetryWindow() time.Duration {
+	return sidrTotal(f.opts.ud.timeout(), f.opts.ud.retries())
 }
 
 // sidrTotal is how long a requester waits in all: timeout·(2^(retries+1)−1).
@@ -202,20 +212,26 @@ func sidrTotal(timeout time.Duration, retries int) time.Duration {
 }
 
 func (s *udSock) onREQ(m *sidr.Message, d *udDatagram) {
-	if !s.listening || m.PortSpace != uint16(s.ps) {
-		s.reply(m, d, sidr.StatusUnsupported)
-		return
-	}
 	s.sweep(time.Now())
 	key := sidrKey{from: d.from, tid: m.TID}
 	if r := s.reqs[key]; r != nil {
 		if r.rep != nil {
-			_ = udSendFrom(s.fd, s.fam, r.rep, d.from, r.dst) // the REP was lost: again
+			_ = udSendFrom(s.port.fd, s.port.fam, r.rep, d.from, r.dst) // the REP was lost: again
 		}
 		return // a retransmission of a request the user has
 	}
-	if s.pending >= s.backlog || len(s.reqs) >= sidrMaxReqs {
+	if s.pending >= s.backlog {
 		s.f.log.Debug().Stringer("from", d.from).Msg("soft: SIDR backlog full, request dropped")
+		return
+	}
+	host := sourceOf(d.from)
+	src := s.sources[host]
+	if src != nil && src.n >= sidrMaxPerSource && !s.evictOldest(&src.answered) {
+		s.f.log.Debug().Stringer("from", d.from).Msg("soft: SIDR requests of one source over its share, request dropped")
+		return
+	}
+	if len(s.reqs) >= sidrMaxReqs && !s.evictOldest(&s.answered) {
+		s.f.log.Debug().Stringer("from", d.from).Msg("soft: SIDR request table full, request dropped")
 		return
 	}
 	dst := d.dst
@@ -230,10 +246,16 @@ func (s *udSock) onREQ(m *sidr.Message, d *udDatagram) {
 		AH: udAH(d.from.Addr(), udQPPort(m.QPN, d.from.Port()), d.ttl, d.tos)}
 	raw.PrivateDataLen = id.MaxPrivateDataSIDRREQ // as IB reports it: the whole SIDR REQ field
 	copy(raw.PrivateData[:], m.PrivateData)
-	s.reqs[key] = &sidrReq{dst: dst}
+	if src = s.sources[host]; src == nil { // the eviction may have dropped it
+		src = &sidrSource{addr: host}
+		s.sources[host] = src
+	}
+	r := &sidrReq{key: key, src: src, dst: dst}
+	s.reqs[key] = r
+	src.n++
 	s.pending++
 	if !s.ep.emit(&raw) {
-		delete(s.reqs, key)
+		s.forget(r)
 		s.pending--
 		child.forgetUDChild()
 	}
@@ -251,10 +273,11 @@ func (s *udSock) answer(key sidrKey, rep []byte) bool {
 		return false
 	}
 	r.rep = rep
-	r.expires = time.Now().Add(s.f.sidrAnsweredTTL())
-	s.answered = append(s.answered, key)
+	r.expires = time.Now().Add(s.f.sidrRetryWindow())
+	r.all = s.answered.PushBack(r)
+	r.mine = r.src.answered.PushBack(r)
 	s.pending--
-	if err := udSendFrom(s.fd, s.fam, rep, key.from, r.dst); err != nil {
+	if err := udSendFrom(s.port.fd, s.port.fam, rep, key.from, r.dst); err != nil {
 		s.f.log.Debug().Err(err).Stringer("to", key.from).Msg("soft: SIDR REP send")
 	}
 	return true
@@ -266,7 +289,7 @@ func (s *udSock) connect(c *sidrConn) {
 		return
 	}
 	s.conn = c
-	if err := udSendFrom(s.fd, s.fam, c.req, c.to, netip.Addr{}); err != nil && err != unix.EAGAIN && err != unix.ENOBUFS {
+	if err := udSendFrom(s.port.fd, s.port.fam, c.req, c.to, s.local.Addr()); err != nil && err != unix.EAGAIN && err != unix.ENOBUFS {
 		s.finish(c, id.EventUnreachable, -int32(errnoOf(err)), nil)
 		return
 	}
@@ -287,8 +310,18 @@ func (s *udSock) onTimer(c *sidrConn) {
 	}
 	c.tries++
 	c.wait *= 2
-	_ = udSendFrom(s.fd, s.fam, c.req, c.to, netip.Addr{})
+	_ = udSendFrom(s.port.fd, s.port.fam, c.req, c.to, s.local.Addr())
 	s.arm(c)
+}
+
+// refused ends the active side's request when the destination host says
+// nothing listens on the port (ICMP port unreachable): UNREACHABLE with
+// IB_SIDR_UNSUPPORTED, as a REP from a CM with no listener for the service.
+func (s *udSock) refused(c *sidrConn) {
+	if s.closed || c.done || s.conn != c {
+		return
+	}
+	s.finish(c, id.EventUnreachable, int32(sidr.StatusUnsupported), nil)
 }
 
 // finish reports the outcome of the active side's request.
@@ -304,12 +337,10 @@ func (s *udSock) finish(c *sidrConn, t id.EventType, status int32, fill func(*id
 	s.ep.emit(&raw)
 }
 
+// onREP handles the REP of the active side's request; the port checked
+// that it answers the request, from where the request went.
 func (s *udSock) onREP(m *sidr.Message, d *udDatagram) {
 	c := s.conn
-	if c == nil || c.done || c.tid != m.TID {
-		s.f.log.Debug().Stringer("from", d.from).Msg("soft: unexpected SIDR REP dropped")
-		return
-	}
 	pd := func(r *id.RawEvent) {
 		r.PrivateDataLen = id.MaxPrivateDataSIDRREP // as IB reports it
 		copy(r.PrivateData[:], m.PrivateData)
@@ -328,7 +359,8 @@ func (s *udSock) onREP(m *sidr.Message, d *udDatagram) {
 	}
 }
 
-// close stops the socket: no more answers, no more events.
+// close stops the SIDR state: no more answers, no more events. The socket
+// stays with the binding, which closes it.
 func (s *udSock) close() {
 	if s.closed {
 		return
@@ -337,10 +369,9 @@ func (s *udSock) close() {
 	if c := s.conn; c != nil && c.timer != nil {
 		c.timer.Stop()
 	}
-	s.reqs, s.answered = nil, nil
-	s.l.unregister(s.fd)
-	_ = unix.Close(s.fd)
-	s.fd = -1
+	s.reqs, s.sources = nil, nil
+	s.answered.Init()
+	s.port.detach(s)
 	s.l.eng.release(s.l)
 }
 

@@ -16,9 +16,9 @@
 //	2      2    port space the requester's rdma_port_space (REP: echoed)
 //	4      8    tid        transaction id, chosen at random by the
 //	                       requester; a REP answers the REQ with its tid
-//	12     1    status     REQ: 0; REP: 0 success, 1 rejected by the
-//	                       listener (rdma_reject), 2 unsupported (no
-//	                       listener of that port space on the port)
+//	12     1    status     REQ: 0; REP: 0 success, 1 unsupported (no
+//	                       listener of that port space on the port),
+//	                       2 rejected by the listener (rdma_reject)
 //	13     1    pd_len     private data length: REQ <= 180, REP <= 136
 //	14     2    reserved   0
 //	16     4    qp_num     REQ: the requester's QP number; REP: the
@@ -27,8 +27,10 @@
 //	24     n    private data (pd_len bytes; the datagram ends there)
 //
 // The REQ goes to the listener's rdma_cm port (its UDP port); the REP comes
-// back to the port the REQ came from. A REQ with no REP is retransmitted with
-// the same tid, so a listener recognises duplicates by (source, tid).
+// back to the port the REQ came from, from the address and port the REQ went
+// to (a requester ignores a REP from anywhere else). A REQ with no REP is
+// retransmitted with the same tid, so a listener recognises duplicates by
+// (source, tid).
 //
 // # Data header (16 bytes + payload)
 //
