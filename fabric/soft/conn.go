@@ -1,7 +1,9 @@
 package soft
 
 import (
+	"container/list"
 	"errors"
+	"net/netip"
 	"syscall"
 	"time"
 
@@ -40,6 +42,10 @@ type conn struct {
 	ep     *endpoint // nil on the passive side until the request arrives
 	lis    *listener // passive: the listener that accepted it
 	counts bool      // passive: counted in lis.pending
+
+	// passive, until the MPA Request comes: the listener's pool
+	src              netip.Addr // the source host the pool counts it under
+	inPool, inSource *list.Element
 
 	rbuf    []byte // handshake bytes
 	wbuf    []byte // bytes the socket did not take yet
@@ -291,8 +297,15 @@ func (c *conn) parseRequest() {
 	}
 	c.stopTimer()
 	lis := c.lis
-	delete(lis.waiting, c)
 	if lis.closed {
+		c.closeNow()
+		return
+	}
+	if !lis.admit(c) {
+		// The backlog is full of requests the user has not answered:
+		// refuse with a reset, as a full iWARP listener does.
+		c.f.log.Debug().Int("fd", c.fd).Msg("soft: listener backlog full, connection refused")
+		_ = unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 		c.closeNow()
 		return
 	}
@@ -545,7 +558,7 @@ func (c *conn) closeNow() {
 	c.stopTimer()
 	c.uncount()
 	if c.lis != nil {
-		delete(c.lis.waiting, c)
+		c.lis.waiting.remove(c)
 	}
 	c.closeDataPath()
 	c.l.unregister(c.fd)

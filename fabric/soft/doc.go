@@ -24,6 +24,13 @@
 // a port with the REUSEADDR option, under the kernel's rdma_cm rules. A
 // REP counts only from the address and port its request went to.
 //
+// Listeners bound their state against peers: an RC listener's backlog
+// counts requests reported to the user, not TCP connections still sending
+// their MPA Request (those wait in a bounded pool, per source host and in
+// all, oldest evicted first, and are closed at WithRequestTimeout); a UD
+// listener's table of requests it answered is bounded per source host, and
+// keeps an answer only for the requester's retry window.
+//
 // A connected RC id's QP carries RDMAP messages in DDP segments inside MPA
 // FPDUs (RFC 5040/5041/5044, CRC32c when either side asks for it): Send,
 // Send with Solicited Event, Send with Invalidate (the peer's region is

@@ -272,7 +272,11 @@ func (ep *endpoint) Listen(backlog int) error {
 	if fd < 0 {
 		return einval("listen: socket in use")
 	}
-	if err := unix.Listen(fd, backlog); err != nil {
+	// The kernel's accept queue only holds connections until the loop
+	// takes them into the listener's pool (listener.go): size it as the
+	// pool, so that a burst of connects loses no SYN.
+	_, queue := ep.f.halfOpenLimits(backlog)
+	if err := unix.Listen(fd, queue); err != nil {
 		return fmt.Errorf("soft: listen %s: %w", ep.local, err)
 	}
 	l, err := ep.f.eng.acquire()

@@ -19,6 +19,11 @@ type Fabric struct {
 	ports portTable
 	devs  deviceTable
 	mon   netmon // ADDR_CHANGE and DEVICE_REMOVAL (netmon.go)
+
+	// halfOpenBounds replaces the bounds of listeners' pools of
+	// connections without an MPA Request (per source, in all) when set,
+	// by tests before they listen (listener.go).
+	halfOpenBounds [2]int
 }
 
 type options struct {
