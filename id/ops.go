@@ -31,6 +31,8 @@ func (i *ID) runAsync(ctx context.Context, c Call, fn func() error) error {
 	if err == nil {
 		if err = fn(); err == nil {
 			i.state = next
+		} else if c == CallResolveAddr && i.state == StateIdle {
+			i.boundByFailedResolve()
 		}
 	}
 	i.record(c, err)
@@ -48,6 +50,18 @@ func (i *ID) runAsync(ctx context.Context, c Call, fn func() error) error {
 	}
 	ackTaken(old)
 	return i.complete(ctx, c)
+}
+
+// boundByFailedResolve records the bind a failed ResolveAddr made: the
+// kernel's rdma_resolve_addr binds an idle id before it resolves
+// (cma_bind_addr), so a resolution that then fails (no route) leaves it
+// bound, in ADDR_BOUND. i.mu is held.
+func (i *ID) boundByFailedResolve() {
+	if r, err := i.ep.Query(); err != nil || !r.Src.IsValid() {
+		return
+	}
+	i.state = StateAddrBound
+	i.record(CallBind, nil)
 }
 
 // Bind binds the id to a local address and port, as rdma_bind_addr. Port 0

@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -173,10 +174,16 @@ func (ep *endpoint) bindLocked(addr netip.AddrPort) error {
 	return nil
 }
 
-// ResolveAddr implements id.Endpoint. Resolution asks the routing table,
-// then waits for the next hop's link-layer address (neigh.go), which is
-// usually known: ADDR_RESOLVED, or ADDR_ERROR with the routing errno, or
-// -ETIMEDOUT when the next hop does not answer within timeout.
+// ResolveAddr implements id.Endpoint, as the kernel's rdma_resolve_addr:
+// an unbound id is bound first (to src when given), then resolution asks
+// the routing table. No route (or an unreachable, prohibited or blackhole
+// one) fails the call itself with the routing errno (ENETUNREACH, ...),
+// leaving the id bound: to src, else to the wildcard address of dst's
+// family, with a port. A route found is followed by ADDR_RESOLVED once the
+// next hop's link-layer address is known (neigh.go), by ADDR_ERROR with
+// -ETIMEDOUT when it does not answer within timeout, or with -ENODEV when
+// the route's source address is on no device of the fabric. An id bound
+// by the call with no src is bound to the source address the route picks.
 func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error {
 	d := dst.Addr().Unmap()
 	if d.IsUnspecified() {
@@ -190,22 +197,40 @@ func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) 
 	if ep.destroyed {
 		return einval("resolve_addr: destroyed")
 	}
+	if ep.bind == nil && src.IsValid() {
+		// cma_bind_addr: a given source is bound before anything else.
+		if err := ep.bindLocked(netip.AddrPortFrom(src.Addr().Unmap(), src.Port())); err != nil {
+			return err
+		}
+	}
 	from := src.Addr().Unmap()
 	if ep.bind != nil && !ep.local.Addr().IsUnspecified() {
 		from = ep.local.Addr()
 	}
 	ri, err := ep.f.route(d, from)
 	if err != nil {
+		if ep.bind == nil {
+			// The kernel binds an unbound id to the wildcard address of
+			// the destination's family before it resolves, so the id
+			// stays bound (ADDR_BOUND) whatever resolution says.
+			wild := netip.IPv4Unspecified()
+			if !d.Is4() {
+				wild = netip.IPv6Unspecified()
+			}
+			if berr := ep.bindLocked(netip.AddrPortFrom(wild, 0)); berr != nil {
+				return berr
+			}
+		}
+		var de *deviceError
+		if !errors.As(err, &de) {
+			return fmt.Errorf("soft: resolve_addr: %w", err)
+		}
 		r := id.RawEvent{Type: id.EventAddrError, Status: -int32(errnoOf(err))}
 		ep.emitLocked(&r)
 		return nil
 	}
 	if ep.bind == nil {
-		bindTo := netip.AddrPortFrom(ri.src, 0)
-		if src.IsValid() {
-			bindTo = netip.AddrPortFrom(src.Addr().Unmap(), src.Port())
-		}
-		if err := ep.bindLocked(bindTo); err != nil {
+		if err := ep.bindLocked(netip.AddrPortFrom(ri.src, 0)); err != nil {
 			return err
 		}
 	}

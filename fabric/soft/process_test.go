@@ -2,6 +2,8 @@ package soft_test
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
@@ -60,23 +62,46 @@ func runHelper(role string) int {
 		_ = l.Destroy()
 		return 0
 	case "resolve":
-		// In a network namespace without routes: ADDR_ERROR.
+		// In a network namespace without routes: resolve_addr fails with
+		// ENETUNREACH and leaves the id bound, as the kernel's
+		// rdma_resolve_addr (it binds first, and a route lookup that fails
+		// fails the call), for an asynchronous and a synchronous id.
 		ch, err := channel.New()
 		if err != nil {
 			fmt.Println("error", err)
 			return 1
 		}
-		cm, _ := id.Create(ch, nil, id.PSTCP)
-		if err := cm.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("198.51.100.7:7471"), time.Second); err != nil {
-			fmt.Println("error", err)
-			return 1
+		async, _ := id.Create(ch, nil, id.PSTCP)
+		sync, _ := id.Create(nil, nil, id.PSUDP)
+		for _, cm := range []*id.ID{async, sync} {
+			err := cm.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("198.51.100.7:7471"), time.Second)
+			var errno syscall.Errno
+			errors.As(err, &errno)
+			fmt.Printf("result %d %s %v\n", errno, cm.State(), cm.LocalAddr().Addr())
+			if cm.LocalAddr().Port() == 0 {
+				fmt.Println("unbound")
+			}
+			// Nothing follows on the channel: the call failed.
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			if ev, err := ch.GetEventContext(ctx); err == nil {
+				fmt.Println("event", ev.Type, ev.Status)
+			}
+			cancel()
+			// A bound id cannot bind again; it can resolve again.
+			if err := cm.Bind(netip.MustParseAddrPort("127.0.0.1:0")); !errors.Is(err, syscall.EINVAL) {
+				fmt.Println("bind after the failed resolve:", err)
+			}
 		}
-		ev, err := ch.GetEvent()
-		if err != nil {
-			fmt.Println("error", err)
-			return 1
+		// The journal shows the implicit bind, and folds to the same states.
+		if err := id.CheckJournal(id.DefaultJournal().Records()); err != nil {
+			fmt.Println("journal:", err)
 		}
-		fmt.Println(ev.Type, ev.Status)
+		for _, cm := range []*id.ID{async, sync} {
+			recs := id.DefaultJournal().RecordsOf(cm.Handle())
+			if len(recs) < 3 || recs[1].Call != id.CallBind || recs[1].Status != 0 || recs[2].Call != id.CallResolveAddr || recs[2].Status != int32(syscall.ENETUNREACH) {
+				fmt.Println("journal of the id:", recs)
+			}
+		}
 		return 0
 	}
 	return 2
@@ -169,8 +194,11 @@ func TestPeerProcessKilled(t *testing.T) {
 	_ = ev.Ack()
 }
 
-// TestNoRouteIsAddrError resolves in a network namespace with no routes.
-func TestNoRouteIsAddrError(t *testing.T) {
+// TestNoRouteFailsResolveAddr resolves in a network namespace with no
+// routes: the call fails with ENETUNREACH and the id is left bound to the
+// wildcard address with a port, in ADDR_BOUND (issue 16, bug 6: it was an
+// ADDR_ERROR event with the id in ADDR_BOUND but unbound).
+func TestNoRouteFailsResolveAddr(t *testing.T) {
 	unshare, err := exec.LookPath("unshare")
 	if err != nil {
 		t.Skip("no unshare(1): cannot make a namespace without routes")
@@ -188,9 +216,9 @@ func TestNoRouteIsAddrError(t *testing.T) {
 	if err != nil {
 		t.Fatalf("helper: %v: %s", err, out)
 	}
-	want := fmt.Sprintf("%s %d", id.EventAddrError, -int(syscall.ENETUNREACH))
-	if strings.TrimSpace(string(out)) != want {
-		t.Fatalf("got %q, want %q", out, want)
+	one := fmt.Sprintf("result %d %s 0.0.0.0", syscall.ENETUNREACH, id.StateAddrBound)
+	if want := one + "\n" + one; strings.TrimSpace(string(out)) != want {
+		t.Fatalf("got:\n%s\nwant:\n%s", out, want)
 	}
 }
 

@@ -50,7 +50,7 @@ func (f *Fabric) route(dst, src netip.Addr) (routeInfo, error) {
 	}
 	dev, err := f.devs.byLocalAddr(ri.src)
 	if err != nil {
-		return ri, err
+		return ri, &deviceError{err}
 	}
 	ri.dev = dev
 	if ri.mtu == 0 {
@@ -58,3 +58,12 @@ func (f *Fabric) route(dst, src netip.Addr) (routeInfo, error) {
 	}
 	return ri, nil
 }
+
+// deviceError is a route whose source address belongs to no device of the
+// fabric. The kernel's rdma_cm finds such a route, then no RDMA device
+// behind the address (cma_acquire_dev_by_src_ip), and reports that as
+// ADDR_ERROR rather than failing rdma_resolve_addr.
+type deviceError struct{ err error }
+
+func (e *deviceError) Error() string { return e.err.Error() }
+func (e *deviceError) Unwrap() error { return e.err }
