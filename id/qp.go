@@ -2,6 +2,7 @@ package id
 
 import (
 	"context"
+	"errors"
 	"net/netip"
 	"sync"
 	"syscall"
@@ -31,6 +32,23 @@ type MR interface {
 	Addr() uint64
 	// Access returns the region's access flags.
 	Access() Access
+}
+
+// PD is a protection domain, as struct ibv_pd: memory regions registered
+// in it serve the QPs of the same domain, and outlive any one of them.
+type PD interface {
+	// RegMR registers buf, as ibv_reg_mr.
+	RegMR(buf []byte, access Access) (MR, error)
+	// DeregMR releases a region, as ibv_dereg_mr; work requests still
+	// using it fail. Once it returns no peer reads or writes the region.
+	DeregMR(mr MR) error
+}
+
+// PDEndpoint is implemented by endpoints of fabrics with a data path: the
+// protection domain of the id, once it is bound to a device (EINVAL
+// before).
+type PDEndpoint interface {
+	PD() (PD, error)
 }
 
 // WROpcode is the operation of a send work request.
@@ -190,7 +208,8 @@ type QPInitAttr struct {
 type QP interface {
 	// Num is the QP number.
 	Num() uint32
-	// RegMR registers buf.
+	// RegMR registers buf in the QP's protection domain (the id's, where
+	// the fabric has one: the region outlives the QP).
 	RegMR(buf []byte, access Access) (MR, error)
 	// DeregMR releases a region; work requests still using it fail.
 	DeregMR(mr MR) error
@@ -264,16 +283,52 @@ func (i *ID) needQP(op string) (QP, error) {
 	return nil, errorf(op, syscall.EINVAL, "id %d has no QP", i.uid)
 }
 
+// PD returns the id's protection domain, as id->pd: one per id, made when
+// first asked for once the id is bound to a device (EINVAL before, and
+// after Destroy; ENOSYS on fabrics without a data path). Its regions serve
+// every QP the id has, and a peer reaches only the regions of the id its
+// connection belongs to. librdmacm shares one PD per device among all ids;
+// cmrt gives each id its own, so that one connection's peer can never name
+// another connection's memory.
+func (i *ID) PD() (PD, error) { return i.pd("pd") }
+
+func (i *ID) pd(op string) (PD, error) {
+	i.mu.Lock()
+	ep, st := i.ep, i.state
+	i.mu.Unlock()
+	if st == StateDestroyed {
+		return nil, errorf(op, syscall.EINVAL, "id %d is destroyed", i.uid)
+	}
+	pe, ok := ep.(PDEndpoint)
+	if !ok {
+		return nil, errorf(op, syscall.ENOSYS, "the %s fabric has no protection domains", i.fabric.Name())
+	}
+	pd, err := pe.PD()
+	return pd, wrap(op, err)
+}
+
+// reg registers in the id's protection domain, or on the QP where the
+// fabric has no protection domain of its own.
 func (i *ID) reg(op string, buf []byte, a Access) (MR, error) {
-	qp, err := i.needQP(op)
+	pd, err := i.pd(op)
+	if errors.Is(err, syscall.ENOSYS) {
+		qp, qerr := i.needQP(op)
+		if qerr != nil {
+			return nil, qerr
+		}
+		mr, err := qp.RegMR(buf, a)
+		return mr, wrap(op, err)
+	}
 	if err != nil {
 		return nil, err
 	}
-	mr, err := qp.RegMR(buf, a)
+	mr, err := pd.RegMR(buf, a)
 	return mr, wrap(op, err)
 }
 
-// RegMsgs registers buf for sends and receives, as rdma_reg_msgs.
+// RegMsgs registers buf for sends and receives, as rdma_reg_msgs, in the
+// id's protection domain: it works before CreateQP once the id is bound to
+// a device, and the region survives DestroyQP.
 func (i *ID) RegMsgs(buf []byte) (MR, error) { return i.reg("reg_msgs", buf, AccessLocalWrite) }
 
 // RegRead registers buf as the target of the peer's RDMA Reads, as
@@ -290,11 +345,18 @@ func (i *ID) RegWrite(buf []byte) (MR, error) {
 
 // DeregMR releases a region, as rdma_dereg_mr.
 func (i *ID) DeregMR(mr MR) error {
-	qp, err := i.needQP("dereg_mr")
+	pd, err := i.pd("dereg_mr")
+	if errors.Is(err, syscall.ENOSYS) {
+		qp, qerr := i.needQP("dereg_mr")
+		if qerr != nil {
+			return qerr
+		}
+		return wrap("dereg_mr", qp.DeregMR(mr))
+	}
 	if err != nil {
 		return err
 	}
-	return wrap("dereg_mr", qp.DeregMR(mr))
+	return wrap("dereg_mr", pd.DeregMR(mr))
 }
 
 // Work requests handed to a QP are recycled: QP implementations copy them.

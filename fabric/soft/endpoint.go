@@ -39,6 +39,7 @@ type endpoint struct {
 	removed       bool // DEVICE_REMOVAL reported: nothing more is (netmon.go)
 	opt           epOptions
 	ud            udState // UD ids: SIDR socket, QP, groups (ud_endpoint.go)
+	pd            *pd     // the id's protection domain, made on first use (mr.go)
 }
 
 type epOptions struct {
@@ -618,6 +619,7 @@ func (ep *endpoint) Destroy() error {
 	if ep.qp == id.UD {
 		ep.destroyUD()
 	}
+	ep.releasePD()
 	ep.f.ports.remove(b)
 	ep.f.mon.untrack(ep)
 	return nil

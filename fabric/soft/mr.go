@@ -1,6 +1,26 @@
 package soft
 
+// Memory regions and protection domains.
+//
+// Every endpoint has one protection domain (pd), made when first asked for:
+// the regions registered on the id or on any of its QPs live there, survive
+// DestroyQP and serve the next QP the id creates. A peer reaches only the
+// regions of the pd of the id its connection belongs to: librdmacm shares one
+// PD per device among all ids, which would let any peer of the process name
+// any region; one per id keeps connections from reaching each other's memory.
+//
+// STags are formed as siw forms them, a 24-bit index and an 8-bit key, but
+// neither can be guessed or counted: the index is a keyed pseudo-random
+// permutation of a per-pd registration counter (so an index recurs only
+// after 2^24 registrations in the pd), the key and the region's base address
+// come from the same keyed function. STag 0 and rtrSTag (index 0) are never
+// given out.
+
 import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/rand"
+	"encoding/binary"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -9,15 +29,18 @@ import (
 	"github.com/cmrt/cmrt/id"
 )
 
-// mr is a registered memory region. Its STag is index<<8 | key, as siw
-// forms them, and its address is a per-region virtual base, so tagged
-// offsets from a peer are checked against [addr, addr+len).
+// mr is a registered memory region. Tagged offsets from a peer are checked
+// against [addr, addr+len).
 type mr struct {
 	buf    []byte
+	pd     *pd
 	stag   uint32
 	addr   uint64
 	access id.Access
-	valid  atomic.Bool
+	// valid: usable for local and remote access (registered and not
+	// invalidated). registered: in its pd's table, valid or invalidated.
+	valid      atomic.Bool
+	registered atomic.Bool
 }
 
 func (m *mr) Bytes() []byte     { return m.buf }
@@ -34,36 +57,97 @@ func (m *mr) contains(b []byte) bool {
 	return sliceWithin(b, m.buf)
 }
 
-// mrTable maps STags to regions. Regions are addressed by index (stag>>8);
-// the low byte is a key that changes each time an index is reused.
+// maxRegions is how many regions a pd holds: every index but 0.
+const maxRegions = 1<<24 - 1
+
+// mrTable maps STags to the regions of one pd. Lookups take its read lock:
+// tables are per endpoint, so no lock is shared between connections.
 type mrTable struct {
-	mu   sync.RWMutex
-	regs []*mr
-	free []uint32
-	key  uint8
+	mu     sync.RWMutex
+	regs   map[uint32]*mr // by index (stag >> 8)
+	n      uint64         // registrations so far: the permutation's input
+	prf    cipher.Block   // keyed function behind indices, keys and addresses
+	closed bool
 }
 
-// reg registers buf with the given access.
-func (t *mrTable) reg(buf []byte, access id.Access) (*mr, error) {
+// keyed returns the keyed function's 16 output bytes for (domain, x).
+func (t *mrTable) keyed(out *[aes.BlockSize]byte, domain byte, x uint64) {
+	var in [aes.BlockSize]byte
+	in[0] = domain
+	binary.BigEndian.PutUint64(in[8:], x)
+	t.prf.Encrypt(out[:], in[:])
+}
+
+// permute maps a registration number to a 24-bit index: a four-round
+// Feistel network on two 12-bit halves, each round's function the keyed
+// function of the round number and the right half. It is a bijection on
+// [0, 2^24) whatever the function, so indices recur only when n wraps.
+func (t *mrTable) permute(n uint64) uint32 {
+	l, r := uint32(n>>12)&0xfff, uint32(n)&0xfff
+	var out [aes.BlockSize]byte
+	for round := byte(1); round <= 4; round++ {
+		t.keyed(&out, round, uint64(r))
+		l, r = r, l^uint32(binary.BigEndian.Uint16(out[:]))&0xfff
+	}
+	return l<<12 | r
+}
+
+// seed keys the table with key, or with a random key when key is nil.
+// Called with mu held.
+func (t *mrTable) seedLocked(key []byte) error {
+	if key == nil {
+		key = make([]byte, 16)
+		if _, err := rand.Read(key); err != nil {
+			return fmt.Errorf("soft: STag key: %w", err)
+		}
+	}
+	b, err := aes.NewCipher(key)
+	if err != nil {
+		return err
+	}
+	t.prf, t.regs = b, make(map[uint32]*mr)
+	return nil
+}
+
+// reg registers buf with the given access in pd p.
+func (t *mrTable) reg(p *pd, buf []byte, access id.Access) (*mr, error) {
 	if len(buf) == 0 {
 		return nil, fmt.Errorf("soft: register an empty buffer: %w", syscall.EINVAL)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var idx uint32
-	if n := len(t.free); n > 0 {
-		idx, t.free = t.free[n-1], t.free[:n-1]
-	} else {
-		t.regs = append(t.regs, nil)
-		idx = uint32(len(t.regs)) // index 0 is never used: STag 0 names no region
-		if idx >= 1<<24 {
-			return nil, fmt.Errorf("soft: too many memory regions: %w", syscall.ENOMEM)
+	switch {
+	case t.closed:
+		return nil, einval("reg_mr: protection domain released (id destroyed)")
+	case len(t.regs) >= maxRegions:
+		return nil, fmt.Errorf("soft: too many memory regions: %w", syscall.ENOMEM)
+	case t.prf == nil:
+		if err := t.seedLocked(nil); err != nil {
+			return nil, err
 		}
 	}
-	t.key++
-	m := &mr{buf: buf, stag: idx<<8 | uint32(t.key), addr: uint64(idx) << 32, access: access}
+	var idx uint32
+	for {
+		// At most len(t.regs)+1 turns: the permutation visits each index
+		// once per 2^24 registrations.
+		idx = t.permute(t.n % (1 << 24))
+		t.n++
+		if _, used := t.regs[idx]; idx != 0 && !used {
+			break
+		}
+	}
+	var out [aes.BlockSize]byte
+	t.keyed(&out, 0, t.n)
+	// The base address: any 64-bit value with room for the region above it
+	// (bit 63 clear), never 0, unrelated to the index.
+	addr := binary.BigEndian.Uint64(out[:8]) &^ (1 << 63)
+	if addr == 0 {
+		addr = 1 << 12
+	}
+	m := &mr{buf: buf, pd: p, stag: idx<<8 | uint32(out[8]), addr: addr, access: access}
 	m.valid.Store(true)
-	t.regs[idx-1] = m
+	m.registered.Store(true)
+	t.regs[idx] = m
 	return m, nil
 }
 
@@ -77,47 +161,134 @@ func (t *mrTable) lookup(stag uint32) *mr {
 
 // named returns the registered region an STag names, valid or invalidated.
 func (t *mrTable) named(stag uint32) *mr {
-	idx := stag >> 8
 	t.mu.RLock()
-	defer t.mu.RUnlock()
-	if idx == 0 || int(idx) > len(t.regs) {
-		return nil
-	}
-	if m := t.regs[idx-1]; m != nil && m.stag == stag {
+	m := t.regs[stag>>8]
+	t.mu.RUnlock()
+	if m != nil && m.stag == stag {
 		return m
 	}
 	return nil
 }
 
-// invalidate makes the region stag names invalid for any further access,
-// remote or local, as a peer's Send with Invalidate does; the region stays
-// registered until dereg. Invalidating an invalid region succeeds, as the
-// verbs allow. It reports false when stag names no region.
-func (t *mrTable) invalidate(stag uint32) bool {
-	m := t.named(stag)
-	if m != nil {
-		m.valid.Store(false)
-	}
-	return m != nil
-}
-
-// registered reports whether m is registered in t, valid or invalidated.
-func (t *mrTable) registered(m *mr) bool { return t.named(m.stag) == m }
-
-// dereg deregisters a region, valid or invalidated.
-func (t *mrTable) dereg(x id.MR) error {
-	m, ok := x.(*mr)
-	if !ok {
-		return fmt.Errorf("soft: unknown memory region: %w", syscall.EINVAL)
-	}
+// dereg removes region m from the table and invalidates it.
+func (t *mrTable) dereg(m *mr) bool {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	idx := m.stag >> 8
-	if idx == 0 || int(idx) > len(t.regs) || t.regs[idx-1] != m {
-		return fmt.Errorf("soft: unknown memory region: %w", syscall.EINVAL)
+	if t.regs[idx] != m {
+		return false
 	}
 	m.valid.Store(false)
-	t.regs[idx-1] = nil
-	t.free = append(t.free, idx)
+	m.registered.Store(false)
+	delete(t.regs, idx)
+	return true
+}
+
+// close invalidates every region and refuses new ones.
+func (t *mrTable) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for _, m := range t.regs {
+		m.valid.Store(false)
+	}
+}
+
+// pd is an endpoint's protection domain.
+type pd struct {
+	ep  *endpoint
+	mrs mrTable
+}
+
+// RegMR implements id.PD.
+func (p *pd) RegMR(buf []byte, access id.Access) (id.MR, error) {
+	m, err := p.mrs.reg(p, buf, access)
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// DeregMR implements id.PD: the region is invalidated and removed; work
+// requests posted on it and not yet started complete with WCLocProtErr.
+func (p *pd) DeregMR(x id.MR) error {
+	m, err := p.region(x)
+	if err != nil {
+		return err
+	}
+	if !p.mrs.dereg(m) {
+		return einval("dereg_mr: region not registered")
+	}
 	return nil
+}
+
+// region returns the region of this pd that x is: valid or invalidated
+// (a work request on an invalidated one completes with WCLocProtErr, as
+// with verbs), but registered.
+func (p *pd) region(x id.MR) (*mr, error) {
+	m, ok := x.(*mr)
+	if !ok || m == nil || m.pd != p || !m.registered.Load() {
+		return nil, einval("memory region not registered in this protection domain")
+	}
+	return m, nil
+}
+
+// invalidate makes the region stag names invalid for any further access,
+// remote or local, as a peer's Send with Invalidate does; the region stays
+// registered until deregistered. Invalidating an invalid region succeeds,
+// as the verbs allow. It reports false when stag names no region. Loop
+// only.
+func (p *pd) invalidate(stag uint32) bool {
+	m := p.mrs.named(stag)
+	if m == nil {
+		return false
+	}
+	m.valid.Store(false)
+	return true
+}
+
+// protection returns the endpoint's protection domain, making it on first
+// use.
+func (ep *endpoint) protection() (*pd, error) {
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	if ep.destroyed {
+		return nil, einval("protection domain of a destroyed id")
+	}
+	if ep.pd == nil {
+		ep.pd = &pd{ep: ep}
+	}
+	return ep.pd, nil
+}
+
+// onDeviceLocked reports whether the endpoint is bound to a device: to a
+// local address (not a wildcard), by Bind, ResolveAddr or a request.
+func (ep *endpoint) onDeviceLocked() bool {
+	return ep.dev != nil || (ep.local.IsValid() && !ep.local.Addr().IsUnspecified())
+}
+
+// PD implements id.PDEndpoint: the id's protection domain, once the id is
+// bound to a device (as librdmacm sets id->pd); EINVAL before.
+func (ep *endpoint) PD() (id.PD, error) {
+	ep.mu.Lock()
+	bound := ep.onDeviceLocked()
+	ep.mu.Unlock()
+	if !bound {
+		return nil, einval("id not bound to a device")
+	}
+	p, err := ep.protection()
+	if err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// releasePD invalidates the endpoint's regions as it is destroyed.
+func (ep *endpoint) releasePD() {
+	ep.mu.Lock()
+	p := ep.pd
+	ep.mu.Unlock()
+	if p != nil {
+		p.mrs.close()
+	}
 }

@@ -20,7 +20,13 @@ type fuzzConn struct {
 	src  id.EventSource
 	l    *loop
 	bufs [][]byte
+	mrs  []id.MR
 }
+
+// fuzzSTagKey keys the fuzz connection's protection domain, so that its
+// regions get the same STags and addresses in every run and the seeds can
+// name them.
+var fuzzSTagKey = []byte("cmrt fuzz stags!")
 
 func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 	f := New()
@@ -50,6 +56,12 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 		tb.Fatal(err)
 	}
 	fc := &fuzzConn{c: c, peer: fds[1], qp: x.(*rcQP), src: src, l: l}
+	fc.qp.pd.mrs.mu.Lock()
+	err = fc.qp.pd.mrs.seedLocked(fuzzSTagKey)
+	fc.qp.pd.mrs.mu.Unlock()
+	if err != nil {
+		tb.Fatal(err)
+	}
 	for k, a := range []id.Access{id.AccessLocalWrite, id.AccessLocalWrite | id.AccessRemoteWrite, id.AccessRemoteRead, rwAccess} {
 		b := make([]byte, 256<<k)
 		fc.bufs = append(fc.bufs, b)
@@ -57,6 +69,7 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 		if err != nil {
 			tb.Fatal(err)
 		}
+		fc.mrs = append(fc.mrs, m)
 		if a&id.AccessLocalWrite != 0 {
 			_ = fc.qp.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: b[:64<<k], MR: m})
 		}
@@ -86,9 +99,13 @@ func FuzzRCReceive(f *testing.F) {
 	sendCRC := fpdu(iwarp.Header{Op: iwarp.OpSendSE, Last: true, MSN: 1}, []byte("hello"), true)
 	two := append(fpdu(iwarp.Header{Op: iwarp.OpSend, MSN: 1}, make([]byte, 40), false),
 		fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1, MO: 40}, make([]byte, 20), false)...)
-	write := fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 2<<8 | 2, TO: 2 << 32}, make([]byte, 32), false)
+	// The regions' STags and addresses, the same in every run.
+	probe := newFuzzConn(f, false)
+	wm, rm := probe.mrs[1], probe.mrs[2]
+	probe.close()
+	write := fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr()}, make([]byte, 32), false)
 	read := fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
-		Read: iwarp.ReadRequest{SinkSTag: 5, Size: 100, SrcSTag: 3<<8 | 3, SrcTO: 3 << 32}}, nil, false)
+		Read: iwarp.ReadRequest{SinkSTag: 5, Size: 100, SrcSTag: rm.RKey(), SrcTO: rm.Addr()}}, nil, false)
 	term := fpdu(iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: 1}, nil, false)
 	rresp := fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 1}, nil, false)
 	for _, s := range [][]byte{send, two, write, read, term, rresp, append(send, write...), append(read, read...)} {
@@ -119,4 +136,22 @@ func FuzzRCReceive(f *testing.F) {
 			t.Fatalf("state %d", fc.c.state)
 		}
 	})
+}
+
+// TestFuzzConnSTags: the fuzz connection's regions get the same STags and
+// addresses in every run (the seeds name them), and a seed Write lands.
+func TestFuzzConnSTags(t *testing.T) {
+	a, b := newFuzzConn(t, false), newFuzzConn(t, false)
+	defer a.close()
+	defer b.close()
+	for k := range a.mrs {
+		if a.mrs[k].RKey() != b.mrs[k].RKey() || a.mrs[k].Addr() != b.mrs[k].Addr() {
+			t.Fatalf("region %d: %#x@%#x, then %#x@%#x", k, a.mrs[k].RKey(), a.mrs[k].Addr(), b.mrs[k].RKey(), b.mrs[k].Addr())
+		}
+	}
+	wm := a.mrs[1]
+	a.c.received(fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr() + 8}, []byte("placed"), false))
+	if a.c.state != csRTS || string(a.bufs[1][8:14]) != "placed" {
+		t.Fatalf("seed Write not placed (state %d)", a.c.state)
+	}
 }

@@ -96,7 +96,7 @@ func TestRCSendWithInvalidate(t *testing.T) {
 		p.srvCh.want(t, id.EventDisconnected)
 		p.cliCh.want(t, id.EventDisconnected)
 		// The region named by the right key is untouched.
-		if m := p.srv.qp.(*rcQP).mrs.lookup(tm.RKey()); m == nil {
+		if m := p.srv.qp.(*rcQP).pd.mrs.lookup(tm.RKey()); m == nil {
 			t.Fatal("a wrong key invalidated the region")
 		}
 	})

@@ -651,8 +651,9 @@ func (p *rcPath) rxSend(h *iwarp.Header, payload, u []byte) {
 	if r.inval {
 		// The message is placed: invalidate the region it names, as siw
 		// does at the end of a Send with Invalidate. A region that does
-		// not exist fails the receive and terminates the stream.
-		if !p.qp.mrs.invalidate(r.invalSTag) {
+		// not exist, or that grants the peer no access (it was never the
+		// peer's to name), fails the receive and terminates the stream.
+		if !p.qp.pd.invalidate(r.invalSTag) {
 			wc.Status = id.WCRemInvReqErr
 			p.qp.rcq.push(wc)
 			*r = rxRecv{}
@@ -670,7 +671,7 @@ func (p *rcPath) lookup(stag uint32) *mr {
 	if p.qp == nil {
 		return nil
 	}
-	return p.qp.mrs.lookup(stag)
+	return p.qp.pd.mrs.lookup(stag)
 }
 
 // span returns the bytes [to, to+n) of region m, if they lie within it.

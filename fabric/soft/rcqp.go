@@ -89,7 +89,7 @@ type rcQP struct {
 	sigAll    bool
 	maxInline int
 	scq, rcq  *cq
-	mrs       mrTable
+	pd        *pd         // the id's protection domain
 	wake      *poll.Waker // tells the loop that sends were posted
 
 	mu        sync.Mutex
@@ -152,7 +152,11 @@ func (ep *endpoint) createRCQP(attr *id.QPInitAttr) (id.QP, error) {
 	case inl < defaultMaxInline:
 		inl = defaultMaxInline
 	}
-	q := &rcQP{ep: ep, num: rcQPNum.Add(1), sigAll: attr.SigAll, maxInline: inl,
+	pd, err := ep.protection()
+	if err != nil {
+		return nil, err
+	}
+	q := &rcQP{ep: ep, num: rcQPNum.Add(1), sigAll: attr.SigAll, maxInline: inl, pd: pd,
 		sq: make([]sendSlot, sd), rq: make([]recvSlot, rd)}
 	if q.scq, err = newCQ(); err != nil {
 		return nil, err
@@ -207,8 +211,9 @@ func (q *rcQP) SendCQ() id.CQ { return q.scq }
 // RecvCQ implements id.QP.
 func (q *rcQP) RecvCQ() id.CQ { return q.rcq }
 
-// RegMR implements id.QP. The region's RKey is an STag of this QP: peers
-// name it in RDMA Reads and Writes on this connection.
+// RegMR implements id.QP: the region is registered in the id's protection
+// domain (as ibv_reg_mr on the QP's PD), where it outlives the QP. Its RKey
+// is an STag peers name in RDMA Reads and Writes on the id's connection.
 func (q *rcQP) RegMR(buf []byte, access id.Access) (id.MR, error) {
 	q.mu.Lock()
 	dead := q.destroyed
@@ -216,24 +221,16 @@ func (q *rcQP) RegMR(buf []byte, access id.Access) (id.MR, error) {
 	if dead {
 		return nil, einval("reg_mr: QP destroyed")
 	}
-	return q.mrs.reg(buf, access)
+	return q.pd.RegMR(buf, access)
 }
 
-// DeregMR implements id.QP. Work requests posted on the region and not yet
-// processed complete with WCLocProtErr; a peer's access to it afterwards is
-// a protection error.
-func (q *rcQP) DeregMR(x id.MR) error { return q.mrs.dereg(x) }
+// DeregMR implements id.QP (see pd.DeregMR): work requests posted on the
+// region and not yet processed complete with WCLocProtErr, and no peer
+// touches the region once it returns.
+func (q *rcQP) DeregMR(x id.MR) error { return q.pd.DeregMR(x) }
 
-// region returns the region of this QP that x names. An invalidated
-// region is accepted: as with verbs, the work request then completes with
-// WCLocProtErr.
-func (q *rcQP) region(x id.MR) (*mr, error) {
-	m, ok := x.(*mr)
-	if !ok || !q.mrs.registered(m) {
-		return nil, einval("memory region not registered on this QP")
-	}
-	return m, nil
-}
+// region returns the region of the QP's protection domain that x names.
+func (q *rcQP) region(x id.MR) (*mr, error) { return q.pd.region(x) }
 
 // checkSend validates a send work request at post time: what verbs would
 // reject or fail at once is EINVAL here.

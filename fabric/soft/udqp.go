@@ -61,7 +61,7 @@ type udQP struct {
 	cap    id.QPCap
 	scq    *cq
 	rcq    *cq
-	mrs    mrTable
+	pd     *pd // the id's protection domain
 
 	mu         sync.Mutex
 	recvs      []id.RecvWR
@@ -93,6 +93,9 @@ func (ep *endpoint) createUDQP(attr *id.QPInitAttr) (id.QP, error) {
 	}
 	if !ep.local.IsValid() {
 		return nil, einval("create_qp: id not bound to a device")
+	}
+	if ep.pd == nil {
+		ep.pd = &pd{ep: ep}
 	}
 	local := ep.local.Addr().Unmap()
 	fam := family(local)
@@ -142,7 +145,7 @@ func (ep *endpoint) createUDQP(attr *id.QPInitAttr) (id.QP, error) {
 	}
 	q := &udQP{f: ep.f, ep: ep, l: l, fd: fd, fam: fam, num: uint32(port), local: netip.AddrPortFrom(local, port),
 		maxMsg: udMaxMessage(mtu, local.Is4() && fam == unix.AF_INET), qkey: id.UDPQKey,
-		sigAll: attr.SigAll, cap: attr.Cap, scq: scq, rcq: rcq}
+		sigAll: attr.SigAll, cap: attr.Cap, scq: scq, rcq: rcq, pd: ep.pd}
 	ep.ud.qp.Store(q)
 	l.post(q.start)
 	return q, nil
@@ -207,17 +210,12 @@ func (q *udQP) SetMulticastLoopback(on bool) error {
 	return nil
 }
 
-// RegMR implements id.QP.
-func (q *udQP) RegMR(buf []byte, access id.Access) (id.MR, error) {
-	m, err := q.mrs.reg(buf, access)
-	if err != nil {
-		return nil, err
-	}
-	return m, nil
-}
+// RegMR implements id.QP: the region is registered in the id's protection
+// domain, where it outlives the QP.
+func (q *udQP) RegMR(buf []byte, access id.Access) (id.MR, error) { return q.pd.RegMR(buf, access) }
 
-// DeregMR implements id.QP.
-func (q *udQP) DeregMR(m id.MR) error { return q.mrs.dereg(m) }
+// DeregMR implements id.QP (see pd.DeregMR).
+func (q *udQP) DeregMR(m id.MR) error { return q.pd.DeregMR(m) }
 
 // SendCQ implements id.QP.
 func (q *udQP) SendCQ() id.CQ { return q.scq }
@@ -225,10 +223,11 @@ func (q *udQP) SendCQ() id.CQ { return q.scq }
 // RecvCQ implements id.QP.
 func (q *udQP) RecvCQ() id.CQ { return q.rcq }
 
-// ownMR returns the live region of this QP that m is and that holds b.
+// ownMR returns the live region of the QP's protection domain that m is
+// and that holds b.
 func (q *udQP) ownMR(m id.MR, b []byte) (*mr, bool) {
-	r, ok := m.(*mr)
-	if !ok || r == nil || q.mrs.lookup(r.stag) != r || !r.contains(b) {
+	r, err := q.pd.region(m)
+	if err != nil || !r.valid.Load() || !r.contains(b) {
 		return nil, false
 	}
 	return r, true
