@@ -264,7 +264,11 @@ func (i *ID) QP() QP {
 	return i.qp
 }
 
-// DestroyQP destroys the id's queue pair, as rdma_destroy_qp.
+// DestroyQP destroys the id's queue pair, as rdma_destroy_qp. Memory
+// regions stay registered in the id's protection domain and serve the next
+// QP; once DestroyQP returns no peer reads or writes them through the
+// destroyed QP (see the fabric for what happens to a connection with work
+// in flight).
 func (i *ID) DestroyQP() error {
 	i.mu.Lock()
 	qp := i.qp
@@ -343,7 +347,9 @@ func (i *ID) RegWrite(buf []byte) (MR, error) {
 	return i.reg("reg_write", buf, AccessLocalWrite|AccessRemoteWrite)
 }
 
-// DeregMR releases a region, as rdma_dereg_mr.
+// DeregMR releases a region, as rdma_dereg_mr. Work requests still using
+// it fail with WCLocProtErr; once it returns no peer reads or writes a byte
+// of it (an RDMA Read or message it cuts short ends the connection).
 func (i *ID) DeregMR(mr MR) error {
 	pd, err := i.pd("dereg_mr")
 	if errors.Is(err, syscall.ENOSYS) {

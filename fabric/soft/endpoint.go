@@ -38,8 +38,9 @@ type endpoint struct {
 	listened      bool // Listen succeeded: queued events may carry requests' endpoints
 	removed       bool // DEVICE_REMOVAL reported: nothing more is (netmon.go)
 	opt           epOptions
-	ud            udState // UD ids: SIDR socket, QP, groups (ud_endpoint.go)
-	pd            *pd     // the id's protection domain, made on first use (mr.go)
+	ud            udState  // UD ids: SIDR socket, QP, groups (ud_endpoint.go)
+	pd            *pd      // the id's protection domain, made on first use (mr.go)
+	copiers       [2]*loop // loops that move the id's data: RC connection's, UD QP's
 }
 
 type epOptions struct {
@@ -373,7 +374,7 @@ func (ep *endpoint) Connect(p *id.ConnParam) error {
 		ep.f.eng.release(l)
 		return fmt.Errorf("soft: connect from %s to %s: the connection exists: %w", local, remote, syscall.EADDRNOTAVAIL)
 	}
-	ep.conn = c
+	ep.conn, ep.copiers[0] = c, l
 	ep.mu.Unlock()
 	if cerr == unix.EINPROGRESS {
 		cerr = nil
@@ -562,6 +563,7 @@ func (ep *endpoint) newChild(c *conn, local, remote netip.AddrPort) (*endpoint, 
 	dev, _ := ep.f.devs.byLocalAddr(local.Addr())
 	child := &endpoint{f: ep.f, ps: ep.ps, qp: ep.qp, src: src, local: local, remote: remote,
 		dev: dev, conn: c, addrResolved: true, routeResolved: true}
+	child.copiers[0] = c.l
 	child.opt.tos, child.opt.tosSet, child.opt.ack, child.opt.ackOn = opt.tos, opt.tosSet, opt.ack, opt.ackOn
 	if dev != nil {
 		child.mtu = dev.mtu

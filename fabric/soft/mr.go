@@ -15,6 +15,9 @@ package soft
 // after 2^24 registrations in the pd), the key and the region's base address
 // come from the same keyed function. STag 0 and rtrSTag (index 0) are never
 // given out.
+//
+// Deregistration is ordered with the data path: once DeregMR returns, no
+// peer reads or writes a byte of the region (see pd.DeregMR).
 
 import (
 	"crypto/aes"
@@ -209,8 +212,11 @@ func (p *pd) RegMR(buf []byte, access id.Access) (id.MR, error) {
 	return m, nil
 }
 
-// DeregMR implements id.PD: the region is invalidated and removed; work
-// requests posted on it and not yet started complete with WCLocProtErr.
+// DeregMR implements id.PD: the region is invalidated, then the loops that
+// move the endpoint's data finish what they are doing. When it returns no
+// peer reads or writes a byte of the region (a Read Response or a message
+// cut short by it ends the connection with a Terminate), and work requests
+// posted on it and not yet started complete with WCLocProtErr.
 func (p *pd) DeregMR(x id.MR) error {
 	m, err := p.region(x)
 	if err != nil {
@@ -219,6 +225,7 @@ func (p *pd) DeregMR(x id.MR) error {
 	if !p.mrs.dereg(m) {
 		return einval("dereg_mr: region not registered")
 	}
+	p.ep.fenceDataPath()
 	return nil
 }
 
@@ -281,6 +288,23 @@ func (ep *endpoint) PD() (id.PD, error) {
 		return nil, err
 	}
 	return p, nil
+}
+
+// fenceDataPath waits until the loops that copy the endpoint's memory (its
+// connection's, its UD QP's, recorded when they start and kept after they
+// end) have finished their current work: a region invalidated before the
+// call is touched by none of them afterwards, since they check validity
+// right before each copy. Not on a loop goroutine.
+func (ep *endpoint) fenceDataPath() {
+	ep.mu.Lock()
+	ls := ep.copiers
+	ep.mu.Unlock()
+	nop := func() {}
+	for k, l := range ls {
+		if l != nil && (k == 0 || l != ls[0]) {
+			l.call(nop)
+		}
+	}
 }
 
 // releasePD invalidates the endpoint's regions as it is destroyed.

@@ -46,6 +46,7 @@ type txMsg struct {
 	slot    *sendSlot
 	op      iwarp.Opcode
 	payload []byte
+	reg     *mr // the region payload lies in (nil: inline or empty)
 	off     int
 	stag    uint32 // tagged: sink STag
 	to      uint64 // tagged: TO of payload[0]
@@ -68,6 +69,7 @@ type irqEntry struct {
 	sinkSTag uint32
 	sinkTO   uint64
 	src      []byte
+	m        *mr // src's region, checked before each Read Response FPDU
 }
 
 // rxRecv is the receive being filled by an inbound Send.
@@ -259,17 +261,38 @@ func (p *rcPath) attach(q *rcQP) {
 	p.pump()
 }
 
-// detachQP takes a destroyed QP off the path; the connection stays up.
+// detachQP takes a destroyed QP off the path. Nothing of the QP's is
+// touched afterwards: the Reads the peer asked for are dropped, and so are
+// the inbound Write, Send or Read Response being placed and the message
+// being sent. If there was any, the stream cannot go on (the peer would
+// wait for a response, or a message is cut in the middle): the connection
+// ends with a Terminate. Otherwise it stays up without a QP.
 func (p *rcPath) detachQP(q *rcQP) {
 	if p.qp != q {
 		return
 	}
+	if !p.dead && p.busy() {
+		p.terminate(termLocal, nil, errQPDestroyed)
+	}
 	p.unregisterWake()
 	p.qp = nil
-	p.rcv = rxRecv{}
+	p.rcv, p.wr, p.rrOn = rxRecv{}, rxWrite{}, false
+	clear(p.irq)
+	p.irqH, p.irqN = 0, 0
+	clear(p.orq)
+	p.orqH, p.orqN = 0, 0
+	if p.cur.kind == txSlot || p.cur.kind == txIRQ {
+		p.cur = txMsg{}
+	}
 	q.mu.Lock()
 	q.state, q.path = qpError, nil
 	q.mu.Unlock()
+}
+
+// busy reports whether a message or Read involving the QP is under way.
+func (p *rcPath) busy() bool {
+	return p.rcv.active || p.wr.active || p.rrOn || p.irqN > 0 || p.orqN > 0 ||
+		p.cur.kind == txSlot || p.cur.kind == txIRQ
 }
 
 func (p *rcPath) unregisterWake() {
@@ -344,7 +367,7 @@ func (p *rcPath) completeSends() {
 // not interleave them either), and reports whether it built any.
 func (p *rcPath) fill() bool {
 	built := false
-	for len(p.tx) < txBatch {
+	for len(p.tx) < txBatch && !p.dead {
 		if p.cur.kind == txNone && !p.next() {
 			break
 		}
@@ -374,7 +397,7 @@ func (p *rcPath) next() bool {
 	}
 	if p.irqN > 0 {
 		e := &p.irq[p.irqH]
-		*m = txMsg{kind: txIRQ, op: iwarp.OpReadResponse, payload: e.src, stag: e.sinkSTag, to: e.sinkTO}
+		*m = txMsg{kind: txIRQ, op: iwarp.OpReadResponse, payload: e.src, reg: e.m, stag: e.sinkSTag, to: e.sinkTO}
 		return true
 	}
 	q := p.qp
@@ -400,7 +423,7 @@ func (p *rcPath) next() bool {
 			p.completeSends()
 			continue
 		}
-		*m = txMsg{kind: txSlot, slot: s, payload: s.wr.Buf}
+		*m = txMsg{kind: txSlot, slot: s, payload: s.wr.Buf, reg: s.m}
 		switch s.wr.Opcode {
 		case id.WRSend:
 			m.op, m.msn = iwarp.OpSend, p.txMSN[iwarp.QNSend]
@@ -449,9 +472,15 @@ func growRing[T any](ring []T, head, n, limit int) ([]T, int) {
 	return out, 0
 }
 
-// emit appends the next FPDU of the current message to tx.
+// emit appends the next FPDU of the current message to tx. The payload's
+// region is checked right before its bytes are copied: a region
+// deregistered or invalidated meanwhile is not read again (sourceGone).
 func (p *rcPath) emit() {
 	m := &p.cur
+	if m.reg != nil && m.off < len(m.payload) && !m.reg.valid.Load() {
+		p.sourceGone()
+		return
+	}
 	h := iwarp.Header{Op: m.op}
 	var seg []byte
 	switch {
@@ -482,6 +511,22 @@ func (p *rcPath) emit() {
 		p.irqN--
 	}
 	*m = txMsg{}
+}
+
+// sourceGone ends the current message, whose region became invalid after
+// it was started (or, for a Read Response, after the Read was accepted):
+// its remaining bytes are no longer ours to send. A Read Response gets a
+// Terminate with a protection error, so the peer's Read fails with a
+// remote access error; a Send or Write fails with WCLocProtErr and the
+// stream, which cannot resume inside a message, ends with a Terminate.
+func (p *rcPath) sourceGone() {
+	m := &p.cur
+	if m.kind == txIRQ {
+		p.terminate(termProt(iwarp.RDMAPECodeInvalidSTag), nil, errRegionGone)
+		return
+	}
+	m.slot.done, m.slot.status = true, id.WCLocProtErr
+	p.terminate(termLocal, nil, errRegionGone)
 }
 
 // rx takes bytes the connection read and then reads the socket straight
@@ -583,6 +628,9 @@ var (
 	// termCannotInvalidate answers a Send with Invalidate naming no region
 	// of this side.
 	termCannotInvalidate = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeRemoteOperation, ECode: iwarp.RDMAPECodeCannotInvalidate}
+	// termLocal ends the stream for a local reason: a message cut short by
+	// its region's deregistration, or the QP destroyed with work in flight.
+	termLocal = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeCatastrophic, ECode: iwarp.RDMAPECodeUnspecified}
 )
 
 func termProt(code uint8) iwarp.Terminate {
@@ -603,6 +651,7 @@ var (
 	errInterleaved      = errors.New("messages of one kind interleaved")
 	errNotLast          = errors.New("multi-segment Read Request")
 	errCannotInvalidate = errors.New("Send with Invalidate names no region")
+	errQPDestroyed      = errors.New("QP destroyed with work in flight")
 )
 
 func (p *rcPath) rxSend(h *iwarp.Header, payload, u []byte) {
@@ -743,8 +792,9 @@ func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
 	p.rxMSN[iwarp.QNReadRequest]++
 	r := &h.Read
 	var src []byte
+	var m *mr
 	if r.Size > 0 {
-		m := p.lookup(r.SrcSTag)
+		m = p.lookup(r.SrcSTag)
 		switch {
 		case m == nil:
 			p.terminate(termProt(iwarp.RDMAPECodeInvalidSTag), u, errSTag)
@@ -762,7 +812,7 @@ func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
 	if p.irqN == len(p.irq) {
 		p.irq, p.irqH = growRing(p.irq, p.irqH, p.irqN, p.ird)
 	}
-	p.irq[(p.irqH+p.irqN)%len(p.irq)] = irqEntry{sinkSTag: r.SinkSTag, sinkTO: r.SinkTO, src: src}
+	p.irq[(p.irqH+p.irqN)%len(p.irq)] = irqEntry{sinkSTag: r.SinkSTag, sinkTO: r.SinkTO, src: src, m: m}
 	p.irqN++
 }
 

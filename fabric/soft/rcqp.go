@@ -434,9 +434,13 @@ func (q *rcQP) fail(written uint64) {
 	q.flushLocked()
 }
 
-// Destroy implements id.QP: the QP leaves its connection (which stays up,
-// without a receive queue, until the id disconnects or is destroyed), its
-// completion queues are closed and outstanding requests are dropped.
+// Destroy implements id.QP: the QP leaves its connection, its completion
+// queues are closed and outstanding requests are dropped. The connection
+// stays up, without a QP, until the id disconnects or is destroyed, unless
+// the QP's work was on the wire (a message being sent or placed, a Read
+// either side asked for): then it ends with a Terminate and DISCONNECTED,
+// since the stream cannot go on without it. Once Destroy returns no peer
+// reads or writes the id's memory through this QP.
 func (q *rcQP) Destroy() error {
 	q.mu.Lock()
 	if q.destroyed {

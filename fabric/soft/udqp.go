@@ -147,6 +147,7 @@ func (ep *endpoint) createUDQP(attr *id.QPInitAttr) (id.QP, error) {
 		maxMsg: udMaxMessage(mtu, local.Is4() && fam == unix.AF_INET), qkey: id.UDPQKey,
 		sigAll: attr.SigAll, cap: attr.Cap, scq: scq, rcq: rcq, pd: ep.pd}
 	ep.ud.qp.Store(q)
+	ep.copiers[1] = l
 	l.post(q.start)
 	return q, nil
 }
