@@ -60,6 +60,9 @@ func (m *mr) contains(b []byte) bool {
 	return sliceWithin(b, m.buf)
 }
 
+// remote reports whether the region grants a peer any access.
+func (m *mr) remote() bool { return m.access&(id.AccessRemoteRead|id.AccessRemoteWrite) != 0 }
+
 // maxRegions is how many regions a pd holds: every index but 0.
 const maxRegions = 1<<24 - 1
 
@@ -242,12 +245,14 @@ func (p *pd) region(x id.MR) (*mr, error) {
 
 // invalidate makes the region stag names invalid for any further access,
 // remote or local, as a peer's Send with Invalidate does; the region stays
-// registered until deregistered. Invalidating an invalid region succeeds,
-// as the verbs allow. It reports false when stag names no region. Loop
-// only.
+// registered until deregistered. Only a region that grants remote access
+// may be invalidated by a peer: a local-only one (a receive buffer, say)
+// was never the peer's to name. Invalidating an invalid region succeeds,
+// as the verbs allow. It reports false when stag names no such region.
+// Loop only.
 func (p *pd) invalidate(stag uint32) bool {
 	m := p.mrs.named(stag)
-	if m == nil {
+	if m == nil || !m.remote() {
 		return false
 	}
 	m.valid.Store(false)

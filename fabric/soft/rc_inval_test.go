@@ -75,6 +75,35 @@ func TestRCSendWithInvalidate(t *testing.T) {
 		})
 	}
 
+	// Issue 18 item 9: a peer may invalidate only a region it could reach.
+	// Naming a local-only one (here the receive buffer itself, whose STag
+	// a peer can learn or guess) fails the receive as an unknown STag does,
+	// and the region is not invalidated.
+	t.Run("local-only-region", func(t *testing.T) {
+		p := newPair(t, pairOpts{})
+		defer p.close()
+		rbuf := make([]byte, 16)
+		rm, err := p.srv.id.RegMsgs(rbuf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.srv.id.PostRecv(7, rbuf, rm); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.cli.id.PostSendWithInv(2, nil, nil, id.SendSignaled, rm.RKey()); err != nil {
+			t.Fatal(err)
+		}
+		wc := comp(t, p.srv.qp.RecvCQ())
+		if wc.WRID != 7 || wc.Status != id.WCRemInvReqErr || wc.Invalidated {
+			t.Fatalf("receive %+v, want a remote invalid request error", wc)
+		}
+		p.srvCh.want(t, id.EventDisconnected)
+		p.cliCh.want(t, id.EventDisconnected)
+		if !rm.(*mr).valid.Load() {
+			t.Fatal("the peer invalidated a local-only region")
+		}
+	})
+
 	t.Run("no-such-region", func(t *testing.T) {
 		p := newPair(t, pairOpts{})
 		defer p.close()

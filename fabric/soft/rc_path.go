@@ -626,7 +626,7 @@ var (
 	termDDPCatastro = iwarp.Terminate{Layer: iwarp.LayerDDP, EType: iwarp.DDPETypeCatastrophic, ECode: iwarp.DDPECodeCatastrophic}
 	termIRD         = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeRemoteOperation, ECode: iwarp.RDMAPECodeCatastrophicStream}
 	// termCannotInvalidate answers a Send with Invalidate naming no region
-	// of this side.
+	// of this side that grants remote access.
 	termCannotInvalidate = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeRemoteOperation, ECode: iwarp.RDMAPECodeCannotInvalidate}
 	// termLocal ends the stream for a local reason: a message cut short by
 	// its region's deregistration, or the QP destroyed with work in flight.
@@ -650,7 +650,7 @@ var (
 	errNoRead           = errors.New("Read Response with no Read outstanding")
 	errInterleaved      = errors.New("messages of one kind interleaved")
 	errNotLast          = errors.New("multi-segment Read Request")
-	errCannotInvalidate = errors.New("Send with Invalidate names no region")
+	errCannotInvalidate = errors.New("Send with Invalidate names no remotely accessible region")
 	errQPDestroyed      = errors.New("QP destroyed with work in flight")
 )
 
