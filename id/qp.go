@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"strconv"
 	"sync"
 	"syscall"
 )
@@ -64,6 +65,17 @@ const (
 	// Invalidate, IBV_WR_SEND_WITH_INV).
 	WRSendWithInv
 )
+
+var wrOpcodeNames = [...]string{WRSend: "IBV_WR_SEND", WRWrite: "IBV_WR_RDMA_WRITE", WRRead: "IBV_WR_RDMA_READ",
+	WRSendWithInv: "IBV_WR_SEND_WITH_INV"}
+
+// String returns the name of the ibv_wr_opcode the operation is.
+func (o WROpcode) String() string {
+	if int(o) < len(wrOpcodeNames) {
+		return wrOpcodeNames[o]
+	}
+	return "IBV_WR_OPCODE(" + strconv.Itoa(int(o)) + ")"
+}
 
 // SendFlags modify a send work request, as ibv_send_flags.
 type SendFlags uint32
@@ -152,6 +164,22 @@ const (
 	WCRecv      WCOpcode = 128
 )
 
+// String returns the name of the ibv_wc_opcode the opcode is, as the
+// ibv_wc_opcode_str helpers of verbs programs print it ("IBV_WC_RECV").
+func (o WCOpcode) String() string {
+	switch o {
+	case WCSend:
+		return "IBV_WC_SEND"
+	case WCRDMAWrite:
+		return "IBV_WC_RDMA_WRITE"
+	case WCRDMARead:
+		return "IBV_WC_RDMA_READ"
+	case WCRecv:
+		return "IBV_WC_RECV"
+	}
+	return "IBV_WC_OPCODE(" + strconv.Itoa(int(o)) + ")"
+}
+
 // WC is a work completion, as struct ibv_wc.
 type WC struct {
 	WRID    uint64
@@ -187,7 +215,10 @@ type CQ interface {
 	Wait(ctx context.Context) error
 }
 
-// QPCap sizes a queue pair, as struct ibv_qp_cap.
+// QPCap sizes a queue pair, as struct ibv_qp_cap. Zero fields take the
+// fabric's defaults; on the soft fabric MaxSendWR and MaxRecvWR default to
+// 256 and may be at most 32768 (EINVAL above), and MaxInlineData is at
+// least 256 and at most 65536.
 type QPCap struct {
 	MaxSendWR, MaxRecvWR   int
 	MaxSendSGE, MaxRecvSGE int
@@ -213,7 +244,9 @@ type QP interface {
 	RegMR(buf []byte, access Access) (MR, error)
 	// DeregMR releases a region; work requests still using it fail.
 	DeregMR(mr MR) error
-	// PostSend queues a send work request.
+	// PostSend queues a send work request. Before the QP can send (RTS:
+	// on the passive side once Accept returns, on the active side once
+	// the connection is established) it is EINVAL, as with verbs.
 	PostSend(wr *SendWR) error
 	// PostRecv queues a receive work request.
 	PostRecv(wr *RecvWR) error
@@ -231,13 +264,22 @@ type QPCreator interface {
 }
 
 // CreateQP creates the id's queue pair, as rdma_create_qp with its own
-// completion queues. Fabrics without a data path give ENOSYS; an id that
-// has a QP already gives EINVAL.
+// completion queues, in the id's protection domain. The id must be bound
+// to a device (by Bind to an address that is not a wildcard, ResolveAddr,
+// or a connection request), as librdmacm needs id->verbs: EINVAL before,
+// and for an id that has a QP already. Fabrics without a data path give
+// ENOSYS. A nil attr (or zero fields) takes the fabric's defaults: on the
+// soft fabric 256 send and 256 receive work requests and 256 bytes of
+// inline data (see QPCap for the limits). Destroy destroys the QP too;
+// DestroyQP destroys it alone, keeping the id's memory regions.
 func (i *ID) CreateQP(attr *QPInitAttr) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.state == StateDestroyed || i.state == StateCanceled {
 		return errorf("create_qp", syscall.EINVAL, "id %d is %s", i.uid, i.state)
+	}
+	if i.state == StateIdle {
+		return errorf("create_qp", syscall.EINVAL, "id %d is not bound to a device", i.uid)
 	}
 	if i.qp != nil {
 		return errorf("create_qp", syscall.EINVAL, "id %d has a QP", i.uid)
@@ -406,7 +448,11 @@ func (i *ID) PostUDSend(wrID uint64, buf []byte, mr MR, flags SendFlags, ah *AHA
 }
 
 // PostWrite posts an RDMA Write of buf to the peer's remoteAddr/rkey, as
-// rdma_post_write.
+// rdma_post_write. On iWARP (the soft fabric) the Write completes once its
+// bytes are handed to the transport, before the peer has placed them: a
+// completion does not mean the remote memory holds them. To tell the peer
+// the data is there, follow the Write with a Send (they are placed in
+// order), or Read back from the peer.
 func (i *ID) PostWrite(wrID uint64, buf []byte, mr MR, flags SendFlags, remoteAddr uint64, rkey uint32) error {
 	return i.post("post_write", SendWR{WRID: wrID, Opcode: WRWrite, Flags: flags, Buf: buf, MR: mr,
 		RemoteAddr: remoteAddr, RKey: rkey})
@@ -433,11 +479,14 @@ func (i *ID) post(op string, w SendWR) error {
 }
 
 // GetSendComp waits for the next send completion, as rdma_get_send_comp.
+// On error there is no completion: the WC returned then has Status
+// WCGeneralErr (never WCSuccess) and no other field set.
 func (i *ID) GetSendComp(ctx context.Context) (WC, error) {
 	return i.comp(ctx, "get_send_comp", func(qp QP) CQ { return qp.SendCQ() })
 }
 
 // GetRecvComp waits for the next receive completion, as rdma_get_recv_comp.
+// On error the WC returned has Status WCGeneralErr, as for GetSendComp.
 func (i *ID) GetRecvComp(ctx context.Context) (WC, error) {
 	return i.comp(ctx, "get_recv_comp", func(qp QP) CQ { return qp.RecvCQ() })
 }
@@ -445,7 +494,7 @@ func (i *ID) GetRecvComp(ctx context.Context) (WC, error) {
 func (i *ID) comp(ctx context.Context, op string, which func(QP) CQ) (WC, error) {
 	qp, err := i.needQP(op)
 	if err != nil {
-		return WC{}, err
+		return noWC, err
 	}
 	cq := which(qp)
 	wc := wcScratch.Get().(*[1]WC) // a local array would escape through cq.Poll
@@ -455,9 +504,41 @@ func (i *ID) comp(ctx context.Context, op string, which func(QP) CQ) (WC, error)
 			return wc[0], nil
 		}
 		if err := cq.Wait(ctx); err != nil {
-			return WC{}, wrap(op, err)
+			return noWC, wrap(op, err)
 		}
 	}
 }
 
 var wcScratch = sync.Pool{New: func() any { return new([1]WC) }}
+
+// noWC is what the completion calls return with an error: a WC that does
+// not read as a successful completion.
+var noWC = WC{Status: WCGeneralErr}
+
+// AHFromWC builds the address handle that reaches the sender of a UD
+// receive completion, as ibv_init_ah_from_wc: a reply sent with it (and
+// wc.SrcQP as the remote QP number) goes back to the sender. grh is the
+// start of the receive buffer, holding the GRH (nil when not at hand): its
+// traffic class and flow label are copied, as verbs copies them. The hop
+// limit is 255, as in verbs. EINVAL when wc is not a successful receive
+// naming its sender.
+func AHFromWC(wc *WC, grh []byte) (AHAttr, error) {
+	if wc == nil || wc.Status != WCSuccess || wc.Opcode != WCRecv || !wc.Src.IsValid() {
+		return AHAttr{}, errorf("init_ah_from_wc", syscall.EINVAL, "not a successful UD receive with a source")
+	}
+	ah := AHAttr{DGID: wc.Src.Addr().Unmap().As16(), DLID: wc.Src.Port(), IsGlobal: 1, HopLimit: 0xFF, PortNum: 1}
+	if wc.GRH && len(grh) >= GRHLen {
+		if wc.Src.Addr().Unmap().Is4() {
+			// RoCEv2 over IPv4: 20 bytes of zeros, then the IPv4 header.
+			ah.TrafficClass = grh[21]
+		} else {
+			vtf := uint32(grh[0])<<24 | uint32(grh[1])<<16 | uint32(grh[2])<<8 | uint32(grh[3])
+			ah.TrafficClass, ah.FlowLabel = uint8(vtf>>20), vtf&0xFFFFF
+		}
+	}
+	return ah, nil
+}
+
+// GRHLen is the size of the Global Route Header a UD receive buffer starts
+// with.
+const GRHLen = 40

@@ -34,8 +34,19 @@
 // A connected RC id's QP carries RDMAP messages in DDP segments inside MPA
 // FPDUs (RFC 5040/5041/5044, CRC32c when either side asks for it): Send,
 // Send with Solicited Event, Send with Invalidate (the peer's region is
-// invalidated once the message is placed), RDMA Write and RDMA Read, with
-// Terminate messages for protocol and protection errors.
+// invalidated once the message is placed, if it grants the peer remote
+// access), RDMA Write and RDMA Read, with Terminate messages for protocol
+// and protection errors. An RDMA Write completes once TCP has taken its
+// bytes, before the peer has placed them.
+//
+// Memory regions live in the id's protection domain, one per id (not one
+// per device as in librdmacm), so a peer reaches only the regions of the id
+// its connection belongs to; they outlive the id's QPs. STags are a random
+// 24-bit index that recurs only after 2^24 registrations in the domain and
+// a random 8-bit key, with an unrelated random base address: they cannot be
+// counted or guessed. Once DeregMR or DestroyQP returns, no peer reads or
+// writes the memory: a Read Response or message cut short ends the
+// connection with a Terminate.
 //
 // All sockets of a fabric are multiplexed by a small, fixed number of epoll
 // loops (one by default), never a goroutine per connection; a loop starts

@@ -6,8 +6,16 @@ import (
 
 // CreateQP implements id.QPCreator: RC endpoints get an iWARP queue pair on
 // their TCP connection, UD endpoints a datagram queue pair on their UDP
-// socket.
+// socket. The id must be bound to a device (an address that is not a
+// wildcard, by Bind, ResolveAddr or a connection request), as librdmacm's
+// rdma_create_qp needs id->verbs: EINVAL otherwise.
 func (ep *endpoint) CreateQP(attr *id.QPInitAttr) (id.QP, error) {
+	ep.mu.Lock()
+	bound := ep.onDeviceLocked()
+	ep.mu.Unlock()
+	if !bound {
+		return nil, einval("create_qp: id not bound to a device")
+	}
 	if ep.qp == id.UD {
 		return ep.createUDQP(attr)
 	}

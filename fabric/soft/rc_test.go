@@ -443,32 +443,43 @@ func TestRCProtection(t *testing.T) {
 	})
 
 	t.Run("deregistered-after-post", func(t *testing.T) {
+		// The responder holds its sends until the initiator's first FPDU:
+		// a Send posted after Accept waits, its region is deregistered,
+		// and when the hold ends it completes with a local protection
+		// error while the next one goes through.
 		var (
 			m   id.MR
 			buf = make([]byte, 32)
 		)
-		p := newPair(t, pairOpts{prepCli: func(tb testing.TB, e *rcEnd) {
-			// Posted before connect: processed at RTS, after the region is
-			// gone.
-			m = reg(tb, e, buf, id.AccessLocalWrite)
-			if err := e.qp.PostSend(&id.SendWR{WRID: 1, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: buf, MR: m}); err != nil {
-				tb.Fatal(err)
-			}
-			if err := e.qp.DeregMR(m); err != nil {
-				tb.Fatal(err)
-			}
-			_ = e.qp.PostSend(&id.SendWR{WRID: 2, Opcode: id.WRSend, Flags: id.SendSignaled})
-		}, prepSrv: func(tb testing.TB, e *rcEnd) {
+		p := newPair(t, pairOpts{srvFab: New(WithResponderHold(time.Hour)), prepCli: func(tb testing.TB, e *rcEnd) {
 			_ = e.qp.PostRecv(&id.RecvWR{WRID: 3})
+			_ = e.qp.PostRecv(&id.RecvWR{WRID: 4})
+		}, prepSrv: func(tb testing.TB, e *rcEnd) {
+			m = reg(tb, e, buf, id.AccessLocalWrite)
+			_ = e.qp.PostRecv(&id.RecvWR{WRID: 5})
 		}})
 		p.disconnect = true
 		defer p.close()
-		wc := comp(t, p.cli.qp.SendCQ())
+		sq := p.srv.qp
+		if err := sq.PostSend(&id.SendWR{WRID: 1, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: buf, MR: m}); err != nil {
+			t.Fatal(err)
+		}
+		if err := sq.DeregMR(m); err != nil {
+			t.Fatal(err)
+		}
+		_ = sq.PostSend(&id.SendWR{WRID: 2, Opcode: id.WRSend, Flags: id.SendSignaled})
+		if n := sq.SendCQ().Poll(make([]id.WC, 2)); n != 0 {
+			t.Fatalf("%d completions during the hold", n)
+		}
+		// The initiator's first FPDU ends the hold.
+		_ = p.cli.qp.PostSend(&id.SendWR{WRID: 6, Opcode: id.WRSend})
+		wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
+		wc := comp(t, sq.SendCQ())
 		if wc.WRID != 1 || wc.Status != id.WCLocProtErr {
 			t.Fatalf("%+v, want a local protection error", wc)
 		}
-		wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCSuccess, id.WCSend)
-		wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
+		wantWC(t, comp(t, sq.SendCQ()), id.WCSuccess, id.WCSend)
+		wantWC(t, comp(t, p.cli.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
 	})
 }
 
@@ -529,12 +540,13 @@ func TestRCQPLifecycle(t *testing.T) {
 		lis := listen(t, srvCh)
 		e := dial(t, cliCh, lis.LocalAddr().Port(), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
 			_ = e.id.PostRecv(1, nil, nil)
-			_ = e.id.PostSend(2, nil, nil, 0)
 		})
 		ev := srvCh.want(t, id.EventConnectRequest)
 		_ = ev.ID.Reject(nil)
 		cliCh.want(t, id.EventRejected)
 		wantWC(t, comp(t, e.qp.RecvCQ()), id.WCWRFlushErr, id.WCRecv)
+		// A send posted once the QP is in error completes at once, flushed.
+		_ = e.id.PostSend(2, nil, nil, 0)
 		wantWC(t, comp(t, e.qp.SendCQ()), id.WCWRFlushErr, id.WCSend)
 		_ = e.id.Destroy()
 		_ = ev.ID.Destroy()

@@ -4,11 +4,19 @@ package soft
 //
 // Semantics, in brief:
 //   - A QP may exist before its connection. Receives posted before RTS are
-//     kept; sends wait and go out in order once the connection reaches RTS
-//     (verbs would refuse them before RTS; queueing is friendlier and keeps
-//     the order). After the connection ends (disconnect, FIN, Terminate,
-//     reject) every outstanding request completes with WCWRFlushErr, and
-//     later ones complete at once the same way.
+//     kept. Sends are refused (EINVAL) until the QP is in RTS, as verbs
+//     refuse them: on the passive side from the moment Accept returns, on
+//     the active side from ESTABLISHED on; what the wire cannot take yet
+//     (the responder's hold, a P2P RTR) waits in order. After the
+//     connection ends (disconnect, FIN, Terminate, reject) every
+//     outstanding request completes with WCWRFlushErr, and later ones
+//     complete at once the same way.
+//   - Regions belong to the id's protection domain (mr.go). Every copy to
+//     or from one, inbound placement and outbound FPDU alike, checks right
+//     before it that the region is still valid, on the loop; DeregMR
+//     waits for the loop, so a deregistered region is never touched again.
+//     DestroyQP drops the Reads the peer asked for and any message in
+//     flight; if there was one, the connection ends with a Terminate.
 //   - Sends and Writes complete once their last byte is handed to TCP;
 //     Reads when their response is placed. Completions are in posting order.
 //   - FPDUs are sized to the socket's MSS as siw does (iwarp.MaxPayload),
@@ -48,8 +56,8 @@ const (
 type qpState uint8
 
 const (
-	// qpReset: not yet on a connection in RTS. Receives are queued and
-	// sends wait; both are processed once the connection reaches RTS.
+	// qpReset: not yet on a connection in RTS. Receives are queued, sends
+	// refused.
 	qpReset qpState = iota
 	// qpRTS: attached to a connection's data path.
 	qpRTS
@@ -190,8 +198,9 @@ func (ep *endpoint) createRCQP(attr *id.QPInitAttr) (id.QP, error) {
 	}
 	if c != nil {
 		// Already connected (or connecting): attach on the loop if the
-		// connection is in RTS; otherwise RTS finds the QP itself.
-		c.l.post(func() { c.attachLater(q) })
+		// connection is in RTS, before returning, so the QP can send at
+		// once; otherwise RTS finds the QP itself.
+		c.l.call(func() { c.attachLater(q) })
 	}
 	return q, nil
 }
@@ -274,14 +283,16 @@ func (q *rcQP) checkSend(wr *id.SendWR) (*mr, error) {
 	return m, nil
 }
 
-// PostSend implements id.QP. Before the connection reaches RTS the request
-// waits and is processed in order once it does; after the connection is
-// gone it completes at once with WCWRFlushErr. Requests are processed in
+// PostSend implements id.QP. Before the QP is in RTS (on the passive side
+// until Accept, on the active side until ESTABLISHED) it is EINVAL, as
+// verbs refuse a send queue not in RTS; after the connection is gone the
+// request completes at once with WCWRFlushErr. Requests are processed in
 // order and complete in order: Sends and Writes once their last byte is
-// handed to TCP (iWARP has no acknowledgement), Reads when their response
-// has arrived. A queue already holding MaxSendWR uncompleted requests gives
-// ENOMEM; malformed requests (bad opcode, buffer outside its region,
-// region of another QP) give EINVAL.
+// handed to TCP (iWARP has no acknowledgement: the peer may not have
+// placed them yet), Reads when their response has arrived. A queue already
+// holding MaxSendWR uncompleted requests gives ENOMEM; malformed requests
+// (bad opcode, buffer outside its region, region of another id) give
+// EINVAL.
 func (q *rcQP) PostSend(wr *id.SendWR) error {
 	if wr == nil {
 		return einval("post_send: nil work request")
@@ -294,6 +305,10 @@ func (q *rcQP) PostSend(wr *id.SendWR) error {
 	if q.destroyed {
 		q.mu.Unlock()
 		return einval("post_send: QP destroyed")
+	}
+	if q.state == qpReset {
+		q.mu.Unlock()
+		return einval("post_send: QP not in RTS (connection not established)")
 	}
 	if q.sqTail-q.sqHead >= uint64(len(q.sq)) {
 		q.mu.Unlock()
@@ -321,13 +336,18 @@ func (q *rcQP) PostSend(wr *id.SendWR) error {
 // PostRecv implements id.QP. Receives may be posted in any state before the
 // connection is gone; they are consumed in order by the peer's Sends (a
 // Send finding none, or one too small, terminates the connection). After
-// the connection is gone a receive completes at once with WCWRFlushErr.
+// the connection is gone a receive completes at once with WCWRFlushErr. A
+// receive with neither buffer nor region takes a zero-length Send; a region
+// without a buffer is EINVAL.
 func (q *rcQP) PostRecv(wr *id.RecvWR) error {
 	if wr == nil {
 		return einval("post_recv: nil work request")
 	}
 	var m *mr
 	if len(wr.Buf) > 0 || wr.MR != nil {
+		if len(wr.Buf) == 0 {
+			return einval("post_recv: memory region without a buffer")
+		}
 		if wr.MR == nil {
 			return einval("post_recv: buffer without a memory region")
 		}

@@ -362,10 +362,15 @@ func (q *udQP) flush() {
 	q.armOut()
 }
 
-// PostRecv implements id.QP.
+// PostRecv implements id.QP. The buffer must hold at least the 40-byte GRH
+// every UD receive starts with (EINVAL otherwise: no datagram could ever
+// complete it).
 func (q *udQP) PostRecv(wr *id.RecvWR) error {
 	if wr == nil {
 		return einval("post_recv: no work request")
+	}
+	if len(wr.Buf) < grhLen {
+		return einval("post_recv: %d-byte UD receive buffer, under the %d-byte GRH", len(wr.Buf), grhLen)
 	}
 	if _, ok := q.ownMR(wr.MR, wr.Buf); !ok {
 		return einval("post_recv: buffer outside a region registered on the QP")
