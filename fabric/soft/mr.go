@@ -267,10 +267,16 @@ func (ep *endpoint) protection() (*pd, error) {
 	if ep.destroyed {
 		return nil, einval("protection domain of a destroyed id")
 	}
+	return ep.pdLocked(), nil
+}
+
+// pdLocked returns the endpoint's protection domain, making it on first
+// use. ep.mu is held.
+func (ep *endpoint) pdLocked() *pd {
 	if ep.pd == nil {
 		ep.pd = &pd{ep: ep}
 	}
-	return ep.pd, nil
+	return ep.pd
 }
 
 // onDeviceLocked reports whether the endpoint is bound to a device: to a

@@ -94,9 +94,6 @@ func (ep *endpoint) createUDQP(attr *id.QPInitAttr) (id.QP, error) {
 	if !ep.local.IsValid() {
 		return nil, einval("create_qp: id not bound to a device")
 	}
-	if ep.pd == nil {
-		ep.pd = &pd{ep: ep}
-	}
 	local := ep.local.Addr().Unmap()
 	fam := family(local)
 	fd, err := newSocket(fam, unix.SOCK_DGRAM)
@@ -145,7 +142,7 @@ func (ep *endpoint) createUDQP(attr *id.QPInitAttr) (id.QP, error) {
 	}
 	q := &udQP{f: ep.f, ep: ep, l: l, fd: fd, fam: fam, num: uint32(port), local: netip.AddrPortFrom(local, port),
 		maxMsg: udMaxMessage(mtu, local.Is4() && fam == unix.AF_INET), qkey: id.UDPQKey,
-		sigAll: attr.SigAll, cap: attr.Cap, scq: scq, rcq: rcq, pd: ep.pd}
+		sigAll: attr.SigAll, cap: attr.Cap, scq: scq, rcq: rcq, pd: ep.pdLocked()}
 	ep.ud.qp.Store(q)
 	ep.copiers[1] = l
 	l.post(q.start)
