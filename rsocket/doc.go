@@ -1,0 +1,52 @@
+// Package rsocket is net.Conn and net.Listener over RDMA, speaking the wire
+// protocol of librdmacm's rsockets (rsocket(7)), so a Go program talks to C
+// programs written against rsocket.h, and any Go server (net/http, gRPC,
+// io.Copy) runs over RDMA unchanged:
+//
+//	l, _ := rsocket.Listen("tcp", ":7471")
+//	go http.Serve(l, handler)
+//	c, _ := rsocket.Dial("tcp", "server:7471", rsocket.WithRQSize(256))
+//
+// # Protocol
+//
+// A connection is an RC queue pair set up through the RDMA CM (port space
+// TCP; on iWARP, and so on cmrt's software fabric, the rdma_cm port is the
+// TCP port). Each side puts rsockets' connection data in the private data
+// of the request and the reply: version 1, its byte order, its receive
+// credits, where its target SGL is and its first receive buffer. Data goes
+// by RDMA Write into a receive buffer the peer offered; a 32-bit message
+// word announces each write and carries credit updates, new receive
+// buffers (written into the target SGL), iomap updates and control
+// messages (shutdown, disconnect). iWARP has no RDMA Write with Immediate,
+// so, as rsockets does there (RS_OPT_MSG_SEND), the word is a 4-byte Send
+// after the Write; this package always speaks that mode. Keepalives are
+// zero-length RDMA Writes. Direct writes into a buffer the peer mapped
+// (riomap, riowrite) are Conn.IOMap and Conn.IOWrite.
+//
+// cmrt adds one thing rsockets ignores: a flag in the connection data and a
+// mark in credit messages that tell a cmrt peer when a new receive buffer
+// descriptor has been written, so it never reads one while it is being
+// written (see connFlagMarked).
+//
+// # Goroutines
+//
+// The sockets of a fabric share one event channel and one reactor
+// (package reactor), which reads the CM events of every id and the
+// completion queues of every connection on a single goroutine and wakes
+// the Reads and Writes that wait. Thousands of connections add no
+// goroutine inside the library; goroutines blocked in Read or Write are
+// the caller's.
+//
+// # Addresses
+//
+// LocalAddr and RemoteAddr are *Addr, a type of this package (network
+// "rsocket") whose String is "ip:port", rather than *net.TCPAddr: an
+// rsocket is not a TCP connection, even where the fabric's wire is.
+//
+// # Fabrics
+//
+// Sockets run on the default fabric (id.DefaultFabric: $CMRT_FABRIC, else
+// the software fabric) or the one given with WithFabric. The kernel fabric
+// has no data path yet: there, Listen works and connections fail with
+// ENOSYS when their queue pair is created.
+package rsocket
