@@ -1,12 +1,13 @@
 package rsocket
 
 import (
+	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"sync"
 	"syscall"
 	"time"
@@ -133,16 +134,14 @@ type Conn struct {
 	closeOnce           sync.Once
 	ka                  *time.Timer
 
-	recvH recvHandler
-	sendH sendHandler
-	wcs   []id.WC // drain scratch (loop only)
+	rpoll, spoll cqPoller
+	wcs          [16]id.WC // pollCQs' scratch, under mu
 }
 
 func newConn(eng *engine, cfg config, passive bool) *Conn {
 	c := &Conn{eng: eng, cfg: cfg, passive: passive, setup: make(chan error, 1),
 		rwake: make(chan struct{}, 1), wwake: make(chan struct{}, 1), cwake: make(chan struct{}, 1),
 		done: make(chan struct{}), order: binary.LittleEndian}
-	c.recvH.c, c.sendH.c = c, c
 	if passive {
 		c.phase = phAccepting
 	}
@@ -273,9 +272,7 @@ func (c *Conn) onEvent(ev *id.Event) {
 		// first: a DISCONNECT message among them makes this an orderly
 		// end. The loop runs the completion handlers too, so draining here
 		// keeps their order.
-		c.mu.Unlock()
-		c.drainCQs()
-		c.mu.Lock()
+		c.pollCQs()
 		c.down(fmt.Errorf("rsocket: connection lost: %w", syscall.ECONNRESET))
 	}
 }
@@ -330,12 +327,14 @@ func (c *Conn) established(ev *id.Event) {
 		return
 	}
 	c.laddr, c.raddr = newAddr(c.cm.LocalAddr()), newAddr(c.cm.RemoteAddr())
-	if err := c.eng.r.RegisterCQ(c.qp.SendCQ(), &c.sendH); err != nil {
+	c.rpoll = cqPoller{c: c, cq: c.qp.RecvCQ()}
+	c.spoll = cqPoller{c: c, cq: c.qp.SendCQ()}
+	if err := c.eng.r.RegisterCQ(&c.spoll, noCompletions{}); err != nil {
 		c.failOpen(err)
 		return
 	}
-	if err := c.eng.r.RegisterCQ(c.qp.RecvCQ(), &c.recvH); err != nil {
-		_ = c.eng.r.UnregisterCQ(c.qp.SendCQ())
+	if err := c.eng.r.RegisterCQ(&c.rpoll, noCompletions{}); err != nil {
+		_ = c.eng.r.UnregisterCQ(&c.spoll)
 		c.failOpen(err)
 		return
 	}
@@ -391,64 +390,80 @@ func (c *Conn) down(err error) {
 	c.wakeAll()
 }
 
-// drainCQs handles what the completion queues hold now; loop only.
-func (c *Conn) drainCQs() {
-	if c.qp == nil {
+// cqPoller is what the reactor polls for each completion queue of a
+// connection: its Poll handles the connection's completions itself, under
+// the connection's lock, and hands none to the reactor. So a Read or
+// Write that finds nothing may poll the queues too (pollCQs) without
+// waiting for the reactor, and completions are still handled one at a
+// time, in order.
+type cqPoller struct {
+	c  *Conn
+	cq id.CQ
+}
+
+func (p *cqPoller) Fd() int                        { return p.cq.Fd() }
+func (p *cqPoller) Wait(ctx context.Context) error { return p.cq.Wait(ctx) }
+
+// Poll implements id.CQ for the reactor: it handles every queued
+// completion of the connection and returns 0.
+func (p *cqPoller) Poll([]id.WC) int {
+	p.c.mu.Lock()
+	p.c.pollCQs()
+	p.c.mu.Unlock()
+	return 0
+}
+
+// noCompletions is the reactor's completion handler for cqPoller, which
+// hands it none.
+type noCompletions struct{}
+
+func (noCompletions) HandleCompletion(*id.WC) error { return nil }
+
+// pollCQs handles what the completion queues hold now. Called with mu
+// held.
+func (c *Conn) pollCQs() {
+	if c.qp == nil || c.phase == phFailed {
 		return
 	}
-	if c.wcs == nil {
-		c.wcs = make([]id.WC, 16)
-	}
-	for _, cq := range []struct {
-		q id.CQ
-		h func(*id.WC) error
-	}{{c.qp.RecvCQ(), c.recvH.HandleCompletion}, {c.qp.SendCQ(), c.sendH.HandleCompletion}} {
-		for {
-			n := cq.q.Poll(c.wcs)
-			for k := 0; k < n; k++ {
-				_ = cq.h(&c.wcs[k])
-			}
-			if n < len(c.wcs) {
-				break
-			}
+	wcs := c.wcs[:]
+	for {
+		n := c.qp.RecvCQ().Poll(wcs)
+		for k := 0; k < n; k++ {
+			c.recvWC(&wcs[k])
+		}
+		m := c.qp.SendCQ().Poll(wcs)
+		for k := 0; k < m; k++ {
+			c.sendWC(&wcs[k])
+		}
+		if n < len(wcs) && m < len(wcs) {
+			return
 		}
 	}
 }
 
-// recvHandler and sendHandler handle the connection's completions on the
-// reactor loop.
-type recvHandler struct{ c *Conn }
-type sendHandler struct{ c *Conn }
-
-var errFlushed = errors.New("rsocket: receive flushed")
-
-// HandleCompletion handles a receive completion: a message word from the
-// peer, as rs_poll_cq does.
-func (h *recvHandler) HandleCompletion(wc *id.WC) error {
-	c := h.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// recvWC handles a receive completion: a message word from the peer, as
+// rs_poll_cq does. Called with mu held.
+func (c *Conn) recvWC(wc *id.WC) {
 	if wc.Status != id.WCSuccess {
 		if c.downErr == nil && c.phase == phOpen {
 			c.down(fmt.Errorf("rsocket: receive failed (%s): %w", wc.Status, syscall.ECONNRESET))
 		}
-		return nil
+		return
 	}
 	slot := int(wc.WRID &^ recvFlag)
 	if slot >= c.nslots || wc.ByteLen != msgSize {
 		c.protocolError(fmt.Errorf("message of %d bytes in slot %d", wc.ByteLen, slot))
-		return nil
+		return
 	}
 	m := c.order.Uint32(c.mbuf[slot*msgSize:])
 	if c.connected {
 		if err := c.postRecv(slot); err != nil {
 			c.down(fmt.Errorf("rsocket: post receive: %w", err))
-			return nil
+			return
 		}
 	}
 	c.onMessage(m)
 	c.updateCredits()
-	return nil
 }
 
 // onMessage acts on one message word. Called with mu held.
@@ -512,12 +527,9 @@ func (c *Conn) protocolError(err error) {
 	c.down(fmt.Errorf("rsocket: protocol error: %v: %w", err, syscall.EPROTO))
 }
 
-// HandleCompletion handles a send completion: it returns the send-queue,
-// control and buffer space the request held.
-func (h *sendHandler) HandleCompletion(wc *id.WC) error {
-	c := h.c
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// sendWC handles a send completion: it returns the send-queue, control
+// and buffer space the request held. Called with mu held.
+func (c *Conn) sendWC(wc *id.WC) {
 	if wc.Status != id.WCSuccess {
 		if c.downErr == nil && c.phase == phOpen {
 			errno := syscall.EIO
@@ -527,7 +539,7 @@ func (h *sendHandler) HandleCompletion(wc *id.WC) error {
 			c.down(fmt.Errorf("rsocket: send failed (%s): %w", wc.Status, errno))
 		}
 		c.wakeAll()
-		return nil
+		return
 	}
 	kind, n, rel := splitSendID(wc.WRID)
 	switch kind {
@@ -545,7 +557,6 @@ func (h *sendHandler) HandleCompletion(wc *id.WC) error {
 	c.updateCredits()
 	wake(c.wwake)
 	wake(c.cwake)
-	return nil
 }
 
 // updateCredits offers the peer more receive buffer and message credits
@@ -645,6 +656,9 @@ func (c *Conn) Read(b []byte) (int, error) {
 			c.mu.Unlock()
 			return 0, nil
 		}
+		if err == nil && c.spin(spinRead) {
+			continue
+		}
 		c.mu.Unlock()
 		if err == nil {
 			err = c.wait(c.rwake, &c.rdl)
@@ -719,7 +733,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 			return n, c.opErr("write", err)
 		}
 		left := len(b) - n
-		if !c.canSend(left) {
+		if !c.canSend(left) && !c.spin(spinWrite) {
 			c.mu.Unlock()
 			if err := c.wait(c.wwake, &c.wdl); err != nil {
 				return n, c.opErr("write", err)
@@ -831,6 +845,46 @@ func (c *Conn) postData(p []byte) (int, error) {
 		c.tsge = (c.tsge + 1) % len(c.tsgl)
 	}
 	return len(buf), nil
+}
+
+// What spin waits for.
+const (
+	spinRead  = iota // data to read, or an end
+	spinWrite        // room to send, or an end
+)
+
+// spin polls the completion queues itself for up to the poll time before
+// its caller blocks, as rsockets polls for polling_time before it arms the
+// completion channel: a reply that comes within it is taken without a hop
+// through the reactor. It reports whether what the caller waits for (or
+// an error) is there. Called with mu held.
+func (c *Conn) spin(what int) bool {
+	ready := func() bool {
+		if c.closed || c.downErr != nil {
+			return true
+		}
+		if what == spinRead {
+			return c.rmN > 0 || !c.readable
+		}
+		return c.canSend(sndLowat) || !c.writable
+	}
+	c.pollCQs()
+	if ready() {
+		return true
+	}
+	if c.cfg.pollTime <= 0 {
+		return false
+	}
+	for t0 := time.Now(); time.Since(t0) < c.cfg.pollTime; {
+		c.mu.Unlock()
+		runtime.Gosched()
+		c.mu.Lock()
+		c.pollCQs()
+		if ready() {
+			return true
+		}
+	}
+	return false
 }
 
 // wait blocks until ch is signalled, the connection is closed or the
@@ -959,8 +1013,8 @@ func (c *Conn) Close() error {
 // release frees the connection's resources from a user goroutine.
 func (c *Conn) release(cqReg bool) {
 	if cqReg {
-		_ = c.eng.r.UnregisterCQ(c.qp.SendCQ())
-		_ = c.eng.r.UnregisterCQ(c.qp.RecvCQ())
+		_ = c.eng.r.UnregisterCQ(&c.spoll)
+		_ = c.eng.r.UnregisterCQ(&c.rpoll)
 	}
 	_ = c.cm.Disconnect()
 	_ = c.cm.Destroy()

@@ -3,7 +3,6 @@ package rsocket
 import (
 	"context"
 	"net"
-	"net/netip"
 
 	"github.com/cmrt/cmrt/id"
 )
@@ -63,7 +62,7 @@ func (d *Dialer) DialContext(ctx context.Context, network, address string) (net.
 		eng.release(false)
 		return nil, opErr(err)
 	}
-	if err := c.cm.ResolveAddr(netip.AddrPort{}, dst, cfg.timeout); err != nil {
+	if err := c.cm.ResolveAddr(cfg.local, dst, cfg.timeout); err != nil {
 		c.abandon()
 		return nil, opErr(err)
 	}

@@ -118,8 +118,11 @@ func (l *Listener) onRequest(ev *id.Event) {
 		reject()
 		return
 	}
+	l.mu.Lock()
+	cfg := l.cfg
+	l.mu.Unlock()
 	l.eng.hold()
-	c := newConn(l.eng, l.cfg, true)
+	c := newConn(l.eng, cfg, true)
 	c.cm, c.lis, c.pending = child, l, true
 	child.SetContext(c)
 	c.mu.Lock()
@@ -179,6 +182,22 @@ func (l *Listener) Close() error {
 	}
 	l.eng.release(false)
 	return nil
+}
+
+// SetOptions changes the options of the connections accepted from now on,
+// as setting socket options on a listening rsocket does (they are
+// inherited by the accepted sockets). WithFabric and WithBacklog have no
+// effect here.
+func (l *Listener) SetOptions(opts ...Option) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	cfg := l.cfg
+	for _, o := range opts {
+		o(&cfg)
+	}
+	cfg.fabric, cfg.backlog = l.cfg.fabric, l.cfg.backlog
+	cfg.normalize()
+	l.cfg = cfg
 }
 
 // Addr returns the listener's address (*Addr).

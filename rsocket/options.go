@@ -1,6 +1,7 @@
 package rsocket
 
 import (
+	"net/netip"
 	"time"
 
 	"github.com/cmrt/cmrt/id"
@@ -22,6 +23,10 @@ const (
 	// and SO_SNDBUF set twice the value given, as on Linux).
 	DefaultRecvBuf = 128 << 10
 	DefaultSendBuf = 128 << 10
+	// DefaultPollTime is how long a Read or Write that must wait polls
+	// the completion queues itself before it blocks (rsockets'
+	// polling_time, 10 µs).
+	DefaultPollTime = 10 * time.Microsecond
 )
 
 // Limits of the sizes, as rsockets clamps them.
@@ -50,11 +55,14 @@ type config struct {
 	keepalive time.Duration
 	backlog   int
 	timeout   time.Duration // address and route resolution, per attempt
+	local     netip.AddrPort
+	pollTime  time.Duration
 }
 
 func defaultConfig() config {
 	return config{sqSize: DefaultSQSize, rqSize: DefaultRQSize, inline: DefaultInline,
-		recvBuf: DefaultRecvBuf, sendBuf: DefaultSendBuf, timeout: 2 * time.Second}
+		recvBuf: DefaultRecvBuf, sendBuf: DefaultSendBuf, timeout: 2 * time.Second,
+		pollTime: DefaultPollTime}
 }
 
 // normalize clamps the sizes as rsockets does.
@@ -119,3 +127,12 @@ func WithBacklog(n int) Option { return func(c *config) { c.backlog = n } }
 
 // WithResolveTimeout sets the timeout of address and route resolution.
 func WithResolveTimeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// WithLocalAddr binds dialed connections to a local address (rbind before
+// rconnect); port 0 lets the fabric pick one.
+func WithLocalAddr(ap netip.AddrPort) Option { return func(c *config) { c.local = ap } }
+
+// WithPollTime sets how long a Read or Write that must wait polls the
+// completion queues itself before it blocks (rsockets' polling_time); 0
+// blocks at once. Longer polls trade CPU for latency.
+func WithPollTime(d time.Duration) Option { return func(c *config) { c.pollTime = d } }
