@@ -5,7 +5,8 @@
 #   make bench        benchmarks and baseline comparisons (BENCHMARKS.md)
 #   make fuzz         every native fuzz target for FUZZTIME each
 #   make interop      in the VM: Go against the kernel's siw and rdma-core's
-#                     tools, and the kernel fabric on rxe0 (builds the VM first)
+#                     tools, the kernel fabric on rxe0, and rsocket against
+#                     rdma-core's rstream/riostream (builds the VM first)
 #   make reliability  fault, load and bad-input tests across network namespaces
 
 # Go: the one on PATH, else the machine's /usr/local/go.
@@ -20,7 +21,7 @@ VM_DL    ?= $(VM_CACHE)/dl
 VM_RUN   ?= $(SHARED)/vm/run.sh
 export VM_OUT VM_DL VM_RUN
 
-.PHONY: all demo test vet bench fuzz vm interop interop-siw interop-kernel reliability clean
+.PHONY: all demo test vet bench fuzz vm interop interop-siw interop-kernel interop-rsocket reliability clean
 
 all: test
 
@@ -44,13 +45,16 @@ fuzz:
 vm:
 	$(SHARED)/vm/build.sh
 
-interop: interop-siw interop-kernel
+interop: interop-siw interop-kernel interop-rsocket
 
 interop-siw: vm
 	scripts/interop-siw.sh
 
 interop-kernel: vm
 	scripts/interop-kernel.sh
+
+interop-rsocket: vm
+	scripts/interop-rsocket.sh
 
 reliability:
 	scripts/reliability.sh

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# interop-rsocket.sh - cmrt's rsocket package against librdmacm's rsockets.
+#
+# Builds the Go rstream and riostream statically, boots the test VM with
+# them (as go-rstream, go-riostream, next to rdma-core's C programs) and
+# runs test/vm/rsocket.sh there: Go against C, both roles, sizes 64 B to
+# 1 MiB, data verified. Exits non-zero if any test fails.
+#
+# Env: VM_OUT, VM_DL (default /work/vm/out, /work/vm/dl), VM_RUN (the VM's
+# run.sh, default /work/shared/vm/run.sh), VM_TIMEOUT (seconds, default
+# 1500), and for the VM script: CMRT_FABRIC (kernel: the Go side on the
+# kernel fabric, once it has a data path), RSOCKET_IP (default siw0's
+# address), RSOCKET_SIZES ("size:count ..."), RSOCKET_C_BASELINE=1.
+set -euo pipefail
+
+root=$(cd "$(dirname "$0")/.." && pwd)
+export VM_OUT=${VM_OUT:-/work/vm/out} VM_DL=${VM_DL:-/work/vm/dl}
+run_sh=${VM_RUN:-/work/shared/vm/run.sh}
+
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+(
+	cd "$root"
+	CGO_ENABLED=0 go build -trimpath -o "$dir/go-rstream" ./examples/rstream
+	CGO_ENABLED=0 go build -trimpath -o "$dir/go-riostream" ./examples/riostream
+)
+cp "$root/test/vm/rsocket.sh" "$dir/"
+env_line=""
+for v in CMRT_FABRIC RSOCKET_IP RSOCKET_SIZES RSOCKET_C_BASELINE; do
+	[ -z "${!v:-}" ] || env_line="$env_line $v='${!v}'"
+done
+
+rc=0
+"$run_sh" -t "${VM_TIMEOUT:-1500}" -d "$dir" "$env_line sh /extra/rsocket.sh" | tee "$dir/log" || rc=$?
+if grep -q -- '^--- RESULT .*: FAIL' "$dir/log" ||
+	! grep -q '^=== SUMMARY: [0-9]* passed, 0 failed' "$dir/log"; then
+	[ "$rc" != 0 ] || rc=1
+fi
+echo "interop-rsocket: $(grep -c -- '^--- RESULT .*: PASS' "$dir/log") passed," \
+	"$(grep -c -- '^--- RESULT .*: FAIL' "$dir/log") failed, exit $rc"
+exit "$rc"
