@@ -133,6 +133,7 @@ type Conn struct {
 	rlock, wlock        sync.Mutex
 	closeOnce           sync.Once
 	ka                  *time.Timer
+	keepalives          int // keepalives sent and completed, under mu
 
 	rpoll, spoll cqPoller
 	wcs          [16]id.WC // pollCQs' scratch, under mu
@@ -551,8 +552,11 @@ func (c *Conn) sendWC(wc *id.WC) {
 		c.sUsed -= rel
 	case kCredit:
 		c.ctrlMax += uint32(n)
-	case kCtrl, kKeepalive:
+	case kCtrl:
 		c.ctrlMax++
+	case kKeepalive:
+		c.ctrlMax++
+		c.keepalives++
 	}
 	c.updateCredits()
 	wake(c.wwake)
