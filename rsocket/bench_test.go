@@ -38,12 +38,16 @@ func sizeName(n int) string {
 	return strconv.Itoa(n) + "B"
 }
 
-// benchPair returns a connected pair of the implementation impl ("rsocket"
-// or "tcp").
+// benchPair returns a connected pair of the implementation impl
+// ("rsocket", "rsocket-1MiB" or "tcp").
 func benchPair(b *testing.B, impl string) (c1, c2 net.Conn, stop func()) {
 	b.Helper()
-	if impl == "rsocket" {
+	switch impl {
+	case "rsocket":
 		x, y, s := pipe(b)
+		return x, y, s
+	case "rsocket-1MiB": // rstream's buffers: SO_SNDBUF/SO_RCVBUF 512 KiB, doubled
+		x, y, s := pipe(b, WithRecvBuffer(1<<20), WithSendBuffer(1<<20))
 		return x, y, s
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -65,10 +69,11 @@ func benchPair(b *testing.B, impl string) (c1, c2 net.Conn, stop func()) {
 
 // BenchmarkPingPong measures the round trip of an n-byte message and its
 // echo (Write, then io.ReadFull of the echo), reporting the p50 and p99
-// round trip besides the mean.
+// round trip besides the mean. rsocket runs with rsockets' default buffers
+// (128 KiB) and with rstream's (1 MiB).
 func BenchmarkPingPong(b *testing.B) {
 	for _, n := range sizes(b) {
-		for _, impl := range []string{"rsocket", "tcp"} {
+		for _, impl := range []string{"rsocket", "rsocket-1MiB", "tcp"} {
 			b.Run("size="+sizeName(n)+"/impl="+impl, func(b *testing.B) {
 				c1, c2, stop := benchPair(b, impl)
 				defer stop()
@@ -107,10 +112,12 @@ func BenchmarkPingPong(b *testing.B) {
 }
 
 // BenchmarkStream measures one-way streaming of n-byte writes: the
-// receiver reads everything with a buffer of the same size.
+// receiver reads everything with a buffer of the same size (at least
+// 64 KiB). rsocket runs with rsockets' default buffers (128 KiB) and with
+// rstream's (1 MiB).
 func BenchmarkStream(b *testing.B) {
 	for _, n := range sizes(b) {
-		for _, impl := range []string{"rsocket", "tcp"} {
+		for _, impl := range []string{"rsocket", "rsocket-1MiB", "tcp"} {
 			b.Run("size="+sizeName(n)+"/impl="+impl, func(b *testing.B) {
 				c1, c2, stop := benchPair(b, impl)
 				defer stop()
