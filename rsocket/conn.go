@@ -94,6 +94,7 @@ type Conn struct {
 	writable  bool      // we may still send data
 	downErr   error     // why the connection failed, if it did
 	closed    bool
+	released  bool // Close is releasing the queue pair: nothing polls it any more
 	shutWr    bool // CloseWrite was called
 	cqReg     bool
 	pending   bool // a passive connection counted in its listener's pending
@@ -423,7 +424,7 @@ func (noCompletions) HandleCompletion(*id.WC) error { return nil }
 // pollCQs handles what the completion queues hold now. Called with mu
 // held.
 func (c *Conn) pollCQs() {
-	if c.qp == nil || c.phase == phFailed {
+	if c.qp == nil || c.phase == phFailed || c.released {
 		return
 	}
 	wcs := c.wcs[:]
@@ -1008,7 +1009,7 @@ func (c *Conn) Close() error {
 	}
 	t.Stop()
 	reg := c.cqReg
-	c.cqReg = false
+	c.cqReg, c.released = false, true
 	c.mu.Unlock()
 	c.release(reg)
 	return nil
