@@ -213,7 +213,11 @@ func (c *Conn) postRecv(slot int) error {
 // connData is what this side tells the peer at set-up. It always says
 // little-endian: the peer writes our descriptors in that order.
 func (c *Conn) connData() connData {
-	return connData{Version: connVersion, Flags: connFlagIOMap | connFlagMarked, Credits: uint16(c.cfg.rqSize),
+	flags := uint8(connFlagIOMap | connFlagMarked)
+	if c.cfg.unmarked {
+		flags = connFlagIOMap
+	}
+	return connData{Version: connVersion, Flags: flags, Credits: uint16(c.cfg.rqSize),
 		IOMapSize: scaleOf(c.cfg.iomapSize),
 		TargetSGL: sge{Addr: c.tmr.Addr(), Key: c.tmr.RKey(), Len: uint32(len(c.tsgl))},
 		DataBuf:   sge{Addr: c.rmr.Addr(), Key: c.rmr.RKey(), Len: uint32(len(c.rbuf) / 2)}}
@@ -588,7 +592,9 @@ func (c *Conn) updateCredits() {
 		b := appendSGE(c.scratch[:0], c.order, s)
 		err = c.cm.PostWrite(sendID(kCredit, 2, 0), b, nil, id.SendInline,
 			c.remSGL.Addr+uint64(c.remSGE)*sgeLen, c.remSGL.Key)
-		msg |= msgSGEMark // cmrt peers read the entry when this arrives
+		if !c.cfg.unmarked {
+			msg |= msgSGEMark // cmrt peers read the entry when this arrives
+		}
 		if err == nil {
 			err = c.postMsg(msg, sendID(kCredit, 2, 0))
 		}

@@ -150,3 +150,35 @@ func TestAcceptedBacklogFull(t *testing.T) {
 	}
 	a.Close()
 }
+
+func TestIPv6Loopback(t *testing.T) {
+	l, err := Listen("tcp6", "[::1]:0")
+	if err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	}
+	defer l.Close()
+	errc := make(chan error, 1)
+	go func() {
+		a, err := l.Accept()
+		if err == nil {
+			_, err = a.Write([]byte("v6"))
+			a.Close()
+		}
+		errc <- err
+	}()
+	c, err := Dial("tcp6", l.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	b, err := io.ReadAll(c)
+	if err != nil || string(b) != "v6" {
+		t.Fatalf("ReadAll = %q, %v", b, err)
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	if got := c.RemoteAddr().String(); got != l.Addr().String() {
+		t.Fatalf("RemoteAddr %s, listener %s", got, l.Addr())
+	}
+}

@@ -57,6 +57,9 @@ type config struct {
 	timeout   time.Duration // address and route resolution, per attempt
 	local     netip.AddrPort
 	pollTime  time.Duration
+	// unmarked speaks exactly as rsockets does: no connFlagMarked, no
+	// msgSGEMark (tests use it to run the C peer's path between Go ends).
+	unmarked bool
 }
 
 func defaultConfig() config {

@@ -8,12 +8,12 @@ import (
 	"time"
 )
 
-// TestManyConnectionsFewGoroutines opens 500 connections (1000 ends in this
-// process), moves a message over each, and checks that the library's
+// TestManyConnectionsFewGoroutines opens 1000 connections (2000 ends in
+// this process), moves a message over each, and checks that the library's
 // goroutines do not grow with them: the reactor and the fabric's loops
 // serve them all.
 func TestManyConnectionsFewGoroutines(t *testing.T) {
-	n := 500
+	n := 1000
 	if testing.Short() {
 		n = 50
 	}
