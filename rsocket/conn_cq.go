@@ -1,0 +1,267 @@
+package rsocket
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"syscall"
+
+	"github.com/cmrt/cmrt/id"
+)
+
+// cqPoller is what the reactor polls for each completion queue of a
+// connection: its Poll handles the connection's completions itself, under
+// the connection's lock, and hands none to the reactor. So a Read or
+// Write that finds nothing may poll the queues too (pollCQs) without
+// waiting for the reactor, and completions are still handled one at a
+// time, in order.
+type cqPoller struct {
+	c  *Conn
+	cq id.CQ
+}
+
+func (p *cqPoller) Fd() int                        { return p.cq.Fd() }
+func (p *cqPoller) Wait(ctx context.Context) error { return p.cq.Wait(ctx) }
+
+// Poll implements id.CQ for the reactor: it handles every queued
+// completion of the connection and returns 0.
+func (p *cqPoller) Poll([]id.WC) int {
+	p.c.mu.Lock()
+	p.c.pollCQs()
+	p.c.mu.Unlock()
+	return 0
+}
+
+// noCompletions is the reactor's completion handler for cqPoller, which
+// hands it none.
+type noCompletions struct{}
+
+func (noCompletions) HandleCompletion(*id.WC) error { return nil }
+
+// pollCQs handles what the completion queues hold now. Called with mu
+// held.
+func (c *Conn) pollCQs() {
+	if c.qp == nil || c.phase == phFailed || c.released {
+		return
+	}
+	wcs := c.wcs[:]
+	for {
+		n := c.qp.RecvCQ().Poll(wcs)
+		for k := 0; k < n; k++ {
+			c.recvWC(&wcs[k])
+		}
+		m := c.qp.SendCQ().Poll(wcs)
+		for k := 0; k < m; k++ {
+			c.sendWC(&wcs[k])
+		}
+		if n < len(wcs) && m < len(wcs) {
+			return
+		}
+	}
+}
+
+// recvWC handles a receive completion: a message word from the peer, as
+// rs_poll_cq does. Called with mu held.
+func (c *Conn) recvWC(wc *id.WC) {
+	if wc.Status != id.WCSuccess {
+		if c.downErr == nil && c.phase == phOpen {
+			c.down(fmt.Errorf("rsocket: receive failed (%s): %w", wc.Status, syscall.ECONNRESET))
+		}
+		return
+	}
+	slot := int(wc.WRID &^ recvFlag)
+	if slot >= c.nslots || wc.ByteLen != msgSize {
+		c.protocolError(fmt.Errorf("message of %d bytes in slot %d", wc.ByteLen, slot))
+		return
+	}
+	m := c.order.Uint32(c.mbuf[slot*msgSize:])
+	if c.connected {
+		if err := c.postRecv(slot); err != nil {
+			c.down(fmt.Errorf("rsocket: post receive: %w", err))
+			return
+		}
+	}
+	c.onMessage(m)
+	c.updateCredits()
+}
+
+// onMessage acts on one message word. Called with mu held.
+func (c *Conn) onMessage(m uint32) {
+	switch msgOp(m) {
+	case opSGL:
+		c.sseqComp = uint16(msgData(m))
+		switch {
+		case c.peer.Flags&connFlagMarked == 0:
+			// rsockets: any used-up entry may have been written.
+			for j := range c.tsgl {
+				if c.tsgl[j].Len == 0 {
+					c.tsgl[j] = readSGE(c.tbuf[j*sgeLen:], binary.LittleEndian)
+				}
+			}
+		case msgData(m)&msgSGEMark != 0:
+			j := c.nextSGE
+			c.tsgl[j] = readSGE(c.tbuf[j*sgeLen:], binary.LittleEndian)
+			c.nextSGE = (j + 1) % len(c.tsgl)
+		}
+		wake(c.wwake)
+	case opIOMapSGL:
+		if k := int(msgData(m) & 0xffff); k < len(c.iomaps) {
+			c.iomaps[k] = readIOMap(c.tbuf[len(c.tsgl)*sgeLen+k*iomapLen:], binary.LittleEndian)
+		}
+		wake(c.wwake)
+	case opCtrl:
+		switch msgData(m) {
+		case ctrlDisconnect:
+			c.connected, c.readable, c.writable = false, false, false
+			c.wakeAll()
+		case ctrlShutdown:
+			if c.writable {
+				c.readable = false
+			} else {
+				c.connected, c.readable = false, false
+			}
+			c.wakeAll()
+		}
+	case opData:
+		n := int(msgData(m))
+		if c.rmN == len(c.rmsg) || c.rPending+n > len(c.rbuf) {
+			c.protocolError(fmt.Errorf("%d more bytes with %d of %d pending", n, c.rPending, len(c.rbuf)))
+			return
+		}
+		if n == 0 {
+			return
+		}
+		c.rmsg[(c.rmHead+c.rmN)%len(c.rmsg)] = uint32(n)
+		c.rmN++
+		c.rPending += n
+		wake(c.rwake)
+	}
+	// opWrite is never sent; other opcodes are reserved: ignored, as
+	// rsockets ignores them.
+}
+
+// protocolError ends a connection whose peer broke the protocol. Called
+// with mu held.
+func (c *Conn) protocolError(err error) {
+	c.down(fmt.Errorf("rsocket: protocol error: %v: %w", err, syscall.EPROTO))
+}
+
+// sendWC handles a send completion: it returns the send-queue, control
+// and buffer space the request held. Called with mu held.
+func (c *Conn) sendWC(wc *id.WC) {
+	if wc.Status != id.WCSuccess {
+		if c.downErr == nil && c.phase == phOpen {
+			errno := syscall.EIO
+			if wc.Status == id.WCWRFlushErr {
+				errno = syscall.ECONNRESET
+			}
+			c.down(fmt.Errorf("rsocket: send failed (%s): %w", wc.Status, errno))
+		}
+		c.wakeAll()
+		return
+	}
+	kind, n, rel := splitSendID(wc.WRID)
+	switch kind {
+	case kData, kIOMap:
+		c.sqeAvail += 2
+		c.sUsed -= rel
+	case kDirect:
+		c.sqeAvail++
+		c.sUsed -= rel
+	case kCredit:
+		c.ctrlMax += uint32(n)
+	case kCtrl:
+		c.ctrlMax++
+	case kKeepalive:
+		c.ctrlMax++
+		c.keepalives++
+	}
+	c.updateCredits()
+	wake(c.wwake)
+	wake(c.cwake)
+}
+
+// updateCredits offers the peer more receive buffer and message credits
+// when enough was consumed, as rs_update_credits. Called with mu held.
+func (c *Conn) updateCredits() {
+	half := len(c.rbuf) / 2
+	if !c.connected || c.phase != phOpen {
+		return
+	}
+	if c.rAvail < half && int16(c.rseqNo-c.rseqComp) < 0 {
+		return
+	}
+	if int32(c.ctrlSeq+1-c.ctrlMax) >= 0 { // two control slots needed
+		return
+	}
+	c.ctrlSeq++
+	rq := uint16(c.cfg.rqSize)
+	c.rseqComp = c.rseqNo + rq/2
+	msg := msgWord(opSGL, uint32(c.rseqNo)+uint32(rq))
+	var err error
+	if c.rAvail >= half {
+		c.ctrlSeq++
+		s := sge{Addr: c.rmr.Addr() + uint64(c.rFree), Key: c.rmr.RKey(), Len: uint32(half)}
+		b := appendSGE(c.scratch[:0], c.order, s)
+		err = c.cm.PostWrite(sendID(kCredit, 2, 0), b, nil, id.SendInline,
+			c.remSGL.Addr+uint64(c.remSGE)*sgeLen, c.remSGL.Key)
+		if !c.cfg.unmarked {
+			msg |= msgSGEMark // cmrt peers read the entry when this arrives
+		}
+		if err == nil {
+			err = c.postMsg(msg, sendID(kCredit, 2, 0))
+		}
+		c.rAvail -= half
+		if c.rFree += half; c.rFree >= len(c.rbuf) {
+			c.rFree = 0
+		}
+		c.remSGE = (c.remSGE + 1) % c.remSGL.Len
+	} else {
+		err = c.postMsg(msg, sendID(kCredit, 1, 0))
+	}
+	if err != nil {
+		c.down(fmt.Errorf("rsocket: post credits: %w", err))
+	}
+}
+
+// postMsg sends a message word as a 4-byte inline Send (iWARP's
+// RS_OPT_MSG_SEND), signaled. Called with mu held.
+func (c *Conn) postMsg(m uint32, wrid uint64) error {
+	b := c.order.AppendUint32(c.scratch[:0], m)
+	return c.cm.PostSend(wrid, b, nil, id.SendInline|id.SendSignaled)
+}
+
+// ctrlAvail reports whether a control message may be sent.
+func (c *Conn) ctrlAvail() bool { return c.ctrlSeq != c.ctrlMax }
+
+// sendCtrl sends a control message. Called with mu held, with ctrlAvail.
+func (c *Conn) sendCtrl(code uint32) {
+	c.ctrlSeq++
+	if err := c.postMsg(msgWord(opCtrl, code), sendID(kCtrl, 1, 0)); err != nil {
+		c.down(fmt.Errorf("rsocket: post control message: %w", err))
+	}
+}
+
+// keepalive sends a zero-length RDMA Write, as rsockets' keepalive
+// service: it needs nothing from the peer but fails if the peer is gone.
+func (c *Conn) keepalive() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || !c.connected {
+		return
+	}
+	if c.ctrlAvail() {
+		c.ctrlSeq++
+		if err := c.cm.PostWrite(sendID(kKeepalive, 1, 0), nil, nil, id.SendSignaled, 0, 0); err != nil {
+			c.down(fmt.Errorf("rsocket: post keepalive: %w", err))
+			return
+		}
+	}
+	c.ka.Reset(c.cfg.keepalive)
+}
+
+// allSendsDone reports whether nothing is in the send queue, as
+// rs_conn_all_sends_done.
+func (c *Conn) allSendsDone() bool {
+	return int(c.ctrlMax-c.ctrlSeq)+c.sqeAvail == c.cfg.sqSize || c.downErr != nil || c.phase != phOpen
+}
