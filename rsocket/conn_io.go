@@ -20,7 +20,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 		return 0, c.opErr("read", os.ErrDeadlineExceeded)
 	}
 	c.mu.Lock()
-	for c.rmN == 0 {
+	for c.rmN == 0 || c.closed {
 		err := c.readErr()
 		if err == nil && len(b) == 0 {
 			c.mu.Unlock()

@@ -182,3 +182,21 @@ func TestIPv6Loopback(t *testing.T) {
 		t.Fatalf("RemoteAddr %s, listener %s", got, l.Addr())
 	}
 }
+
+// TestReadAfterCloseWithData: data that arrived is not handed out after
+// Close.
+func TestReadAfterCloseWithData(t *testing.T) {
+	c1, c2, stop := pipe(t)
+	defer stop()
+	if _, err := c1.Write([]byte("unread")); err != nil {
+		t.Fatal(err)
+	}
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(c2, b); err != nil { // the rest is here now
+		t.Fatal(err)
+	}
+	c2.Close()
+	if n, err := c2.Read(b); n != 0 || !errors.Is(err, net.ErrClosed) {
+		t.Fatalf("Read after Close = %d, %v", n, err)
+	}
+}
