@@ -143,6 +143,9 @@ func (c *Context) Mmap(offset uint64, length int) ([]byte, error) {
 }
 
 // Munmap unmaps a queue mapped with Mmap.
+func (c *Context) Munmap(b []byte) error { return Munmap(b) }
+
+// Munmap unmaps memory mapped with Mmap.
 func Munmap(b []byte) error {
 	if len(b) == 0 {
 		return nil
