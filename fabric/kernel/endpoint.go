@@ -58,6 +58,15 @@ type endpoint struct {
 	reqIRD    uint8 // what the connection request asked for
 	reqORD    uint8
 	joins     map[netip.Addr]uint32 // group -> multicast handle
+	vqp       *vqp                  // the id's QP (verbs_qp.go), or nil
+	connErr   bool                  // CONNECT_RESPONSE failed locally: later REJECTED/DISCONNECTED are dropped
+	attached  map[netip.Addr]mcAttach
+}
+
+// mcAttach is a multicast group the id's UD QP is attached to.
+type mcAttach struct {
+	gid  [16]byte
+	mlid uint16
 }
 
 var _ Endpoint = (*endpoint)(nil)
@@ -257,6 +266,9 @@ func (ep *endpoint) Connect(p *id.ConnParam) error {
 		if err != nil {
 			return err
 		}
+		if q := ep.vqp; q != nil {
+			cp.QPNum, cp.SRQ = q.num, 0
+		}
 		c := ucma.Connect{ID: ep.handle, Param: cp}
 		_, err = b.Exec(fd, &c)
 		return err
@@ -274,9 +286,26 @@ func (ep *endpoint) Accept(uid uint64, p *id.ConnParam) error {
 		if err != nil {
 			return err
 		}
+		q := ep.vqp
+		if q != nil {
+			cp.QPNum, cp.SRQ = q.num, 0
+			if !q.ud {
+				// As rdma_accept: RTR and RTS before the reply goes out.
+				if err := q.connect(fd, b, cp.ResponderResources, cp.InitiatorDepth); err != nil {
+					q.fail()
+					return err
+				}
+			}
+		}
 		a := ucma.Accept{UID: uid, ID: ep.handle, Param: cp}
 		if _, err := b.Exec(fd, &a); err != nil {
+			if q != nil && !q.ud {
+				q.fail()
+			}
 			return err
+		}
+		if q != nil && !q.ud && !q.vd.iwarp {
+			q.toRTS()
 		}
 		// s.mu is held: no GET_EVENT can run before the uid is known.
 		if ep.uid != 0 && s.byUID[ep.uid] == ep {
@@ -315,6 +344,9 @@ func (ep *endpoint) Establish() error {
 // Disconnect implements id.Endpoint.
 func (ep *endpoint) Disconnect() error {
 	return ep.do("disconnect", func(_ *source, fd int, b *ucma.Buffers) error {
+		if q := ep.vqp; q != nil {
+			q.shutdown() // as rdma_disconnect: ERR on IB, SQD on iWARP
+		}
 		_, err := b.Exec(fd, &ucma.Disconnect{ID: ep.handle})
 		return err
 	})
@@ -358,7 +390,7 @@ func (ep *endpoint) Join(uid uint64, group netip.Addr, sendOnly bool) error {
 		}
 		ep.joins[group] = mc
 		// Before s.mu is released: the join's event may be next.
-		ep.f.addJoin(mc, mcJoin{group: group, ep: ep})
+		ep.f.addJoin(mc, mcJoin{group: group, ep: ep, sendOnly: sendOnly})
 		return nil
 	})
 }
@@ -373,6 +405,7 @@ func (ep *endpoint) Leave(group netip.Addr) error {
 		}
 		delete(ep.joins, group)
 		ep.f.dropJoin(mc)
+		ep.detachLocked(group)
 		_, err := b.Exec(fd, &ucma.LeaveMcast{ID: mc})
 		return err
 	})

@@ -29,12 +29,16 @@ type Fabric struct {
 
 	mcMu     sync.Mutex
 	mcGroups map[uint32]mcJoin // multicast handle -> join
+
+	vdMu  sync.Mutex
+	vdevs map[string]*verbsDev // open verbs contexts, by device name
 }
 
 // mcJoin is one multicast join as the kernel knows it.
 type mcJoin struct {
-	group netip.Addr
-	ep    *endpoint
+	group    netip.Addr
+	ep       *endpoint
+	sendOnly bool
 }
 
 type options struct {

@@ -426,12 +426,11 @@ func TestRegistered(t *testing.T) {
 	}
 }
 
-func TestNoDataPath(t *testing.T) {
-	// Without a verbs layer the fabric must not claim a data path: the id
-	// layer then answers CreateQP with ENOSYS.
+func TestDataPath(t *testing.T) {
+	// The fabric has a data path: the id layer's CreateQP reaches it.
 	var ep id.Endpoint = &endpoint{}
-	if _, ok := ep.(id.QPCreator); ok {
-		t.Fatal("kernel endpoints implement id.QPCreator")
+	if _, ok := ep.(id.QPCreator); !ok {
+		t.Fatal("kernel endpoints do not implement id.QPCreator")
 	}
 	if _, ok := ep.(Endpoint); !ok {
 		t.Fatal("kernel endpoints do not implement kernel.Endpoint")

@@ -32,6 +32,7 @@ type source struct {
 	rc       syscall.RawConn
 	pollable bool
 	waitSem  chan struct{} // one goroutine at a time waits for readability
+	nextMu   sync.Mutex    // one dequeue (and what it does to a QP) at a time: events stay in order
 
 	mu     sync.Mutex
 	buf    *ucma.Buffers
@@ -128,7 +129,7 @@ func (s *source) Create(uid uint64, ps id.PortSpace, qp id.QPType) (id.Endpoint,
 // block set, an empty queue is waited out in the netpoller until an event
 // arrives, ctx ends or the source is closed.
 func (s *source) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
-	err := s.exec(func(fd int, b *ucma.Buffers) error { return s.getEventLocked(fd, b, ev) })
+	err := s.next(ev)
 	if err == nil || !block || !errors.Is(err, syscall.EAGAIN) {
 		return wrapNext(err)
 	}
@@ -170,7 +171,7 @@ func (s *source) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
 		// so an event that arrives after a failed GET_EVENT always wakes
 		// the wait: no lost wakeups.
 		rerr := s.rc.Read(func(uintptr) bool {
-			gerr = s.exec(func(fd int, b *ucma.Buffers) error { return s.getEventLocked(fd, b, ev) })
+			gerr = s.next(ev)
 			return !errors.Is(gerr, syscall.EAGAIN)
 		})
 		switch {
@@ -191,12 +192,7 @@ func (s *source) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
 // short slices, checking ctx and Close between them.
 func (s *source) pollNext(ctx context.Context, ev *id.RawEvent) error {
 	for {
-		err := s.exec(func(fd int, b *ucma.Buffers) error {
-			if err := s.getEventLocked(fd, b, ev); !errors.Is(err, syscall.EAGAIN) {
-				return err
-			}
-			return syscall.EAGAIN
-		})
+		err := s.next(ev)
 		if !errors.Is(err, syscall.EAGAIN) {
 			return wrapNext(err)
 		}
@@ -217,8 +213,26 @@ func wrapNext(err error) error {
 	return fmt.Errorf("kernel: get_event: %w", err)
 }
 
-// getEventLocked dequeues one event and maps it to ev. s.mu is held.
-func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent) error {
+// next dequeues one event into ev and applies it to the id's QP (which
+// may rewrite the event, or drop it: then the next one is taken).
+func (s *source) next(ev *id.RawEvent) error {
+	s.nextMu.Lock()
+	defer s.nextMu.Unlock()
+	for {
+		var p postEvent
+		err := s.exec(func(fd int, b *ucma.Buffers) error { return s.getEventLocked(fd, b, ev, &p) })
+		if err != nil {
+			return err
+		}
+		if !p.apply(ev) {
+			return nil
+		}
+	}
+}
+
+// getEventLocked dequeues one event and maps it to ev; p gets the id (or
+// join) the event is for. s.mu is held.
+func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent, p *postEvent) error {
 	resp, err := b.Exec(fd, &ucma.GetEvent{})
 	if err != nil {
 		return err
@@ -232,6 +246,7 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent) error 
 		decodeEvent(e, true, ev)
 		if j, ok := s.f.join(e.ID); ok {
 			ev.Group = j.group
+			p.join = &j
 		}
 	case ucma.EventConnectRequest:
 		ps, qp := id.PSTCP, id.RC
@@ -248,6 +263,7 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent) error 
 	default:
 		ep := s.byUID[e.UID]
 		decodeEvent(e, ep != nil && ep.qp == id.UD, ev)
+		p.ep = ep
 	}
 	return nil
 }

@@ -126,6 +126,13 @@ func (ch *CompChannel) Wait(ctx context.Context, ready func() bool) error {
 	}
 }
 
+// Kick makes a Wait in progress look at its ready function again, for a
+// condition that does not make the descriptor readable (completions the
+// caller queued itself). A Kick with no Wait in progress is harmless.
+func (ch *CompChannel) Kick() {
+	_ = ch.file.SetReadDeadline(time.Unix(1, 0))
+}
+
 // Close closes the descriptor; Wait returns. It is idempotent.
 func (ch *CompChannel) Close() error {
 	err := ch.file.Close()

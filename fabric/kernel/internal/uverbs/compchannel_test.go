@@ -98,3 +98,31 @@ func TestCompChannelWaitCancelAndClose(t *testing.T) {
 		t.Fatalf("second close: %v", err)
 	}
 }
+
+func TestCompChannelKick(t *testing.T) {
+	ch, _ := testChannel(t)
+	var ready atomic.Bool
+	done := make(chan error, 1)
+	go func() { done <- ch.Wait(context.Background(), ready.Load) }()
+	time.Sleep(20 * time.Millisecond)
+	ready.Store(true)
+	ch.Kick()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Wait did not return after Kick")
+	}
+	// A Kick without a waiter does not make the next Wait fail.
+	ch.Kick()
+	ready.Store(false)
+	go func() { done <- ch.Wait(context.Background(), ready.Load) }()
+	time.Sleep(20 * time.Millisecond)
+	ready.Store(true)
+	ch.Kick()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,265 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+
+	"github.com/cmrt/cmrt/fabric/kernel/internal/provider"
+	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/poll"
+)
+
+// vcq is a completion queue of the kernel fabric: the driver's queue in
+// shared memory, with its own completion channel, plus a software queue
+// for the completions cmrt makes itself (work requests posted after the
+// QP's connection is gone complete at once with WCWRFlushErr, as on the
+// software fabric). Software completions follow the driver's.
+//
+// Notification: verbs channels fire once per arming. Wait arms the queue
+// (REQ_NOTIFY_CQ, or the shared control word on siw), looks again, and
+// waits for the channel. Fd gives a descriptor that is readable while
+// completions are queued, as id.CQ says: an epoll set of the channel and
+// an eventfd, made on the first call; from then on Poll consumes the
+// channel's notification and re-arms whenever it empties the queue (and
+// looks again, so a completion arriving in between is not missed), and
+// raises the eventfd when it leaves completions behind.
+type vcq struct {
+	vd     *verbsDev
+	handle uint32
+	ch     *uverbs.CompChannel
+	notify [uverbs.HeaderSize + 8]byte // REQ_NOTIFY_CQ, pre-encoded
+
+	mu      sync.Mutex
+	prov    provider.CQ
+	qp      *vqp // the QP whose receive queue it serves (UD sources), or nil
+	closed  bool
+	armed   bool
+	soft    []id.WC // software completions, oldest first
+	raw     [32]provider.WC
+	poller  *poll.Poller // Fd's epoll set, nil until Fd
+	efd     *poll.EventFD
+	pending bool // efd raised
+}
+
+var _ id.CQ = (*vcq)(nil)
+
+// newCQ creates a completion queue of depth entries with its channel.
+func newCQ(vd *verbsDev, depth int) (*vcq, error) {
+	ch, err := vd.ctx.CreateCompChannel()
+	if err != nil {
+		return nil, fmt.Errorf("kernel: create completion channel: %w", err)
+	}
+	c := &vcq{vd: vd, ch: ch}
+	resp, err := vd.ctx.Exec(&uverbs.CreateCQ{CQE: uint32(depth), CompChannel: int32(ch.Fd()), DriverOut: vd.drv.CQDriverOut()})
+	if err != nil {
+		_ = ch.Close()
+		return nil, fmt.Errorf("kernel: create_cq of %d entries: %w", depth, err)
+	}
+	var r uverbs.CreateCQResp
+	_ = r.Decode(resp)
+	c.handle = r.Handle
+	c.prov, err = vd.drv.NewCQ(vd.ctx, r, resp[uverbs.CreateCQRespSize:])
+	if err != nil {
+		_, _ = vd.ctx.Exec(&uverbs.DestroyCQ{Handle: r.Handle})
+		_ = ch.Close()
+		return nil, fmt.Errorf("kernel: map completion queue: %w", err)
+	}
+	_, _ = (&uverbs.ReqNotifyCQ{Handle: r.Handle}).Encode(c.notify[:], 0)
+	return c, nil
+}
+
+// Fd implements id.CQ; -1 once the queue is destroyed or if the
+// descriptors cannot be made.
+func (c *vcq) Fd() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return -1
+	}
+	if c.poller == nil {
+		p, err := poll.Open(2)
+		if err != nil {
+			return -1
+		}
+		efd, err := poll.NewEventFD()
+		if err != nil {
+			_ = p.Close()
+			return -1
+		}
+		if p.Add(c.ch.Fd(), poll.In, 0) != nil || p.Add(efd.Fd(), poll.In, 1) != nil {
+			_ = p.Close()
+			_ = efd.Close()
+			return -1
+		}
+		c.poller, c.efd = p, efd
+		c.rearmLocked()
+		c.setPendingLocked(!c.emptyLocked())
+	}
+	return c.poller.Fd()
+}
+
+// Poll implements id.CQ. It makes no system call while completions are
+// queued, and does not allocate.
+func (c *vcq) Poll(out []id.WC) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || len(out) == 0 {
+		return 0
+	}
+	n := c.takeLocked(out)
+	if c.poller == nil {
+		return n
+	}
+	for {
+		if !c.emptyLocked() {
+			if n == len(out) {
+				c.setPendingLocked(true)
+				return n
+			}
+			n += c.takeLocked(out[n:])
+			continue
+		}
+		c.rearmLocked()
+		if c.emptyLocked() {
+			c.setPendingLocked(false)
+			return n
+		}
+	}
+}
+
+// Wait implements id.CQ: it returns once a completion is queued, ctx ends,
+// or the queue is destroyed (EBADF).
+func (c *vcq) Wait(ctx context.Context) error {
+	err := c.ch.Wait(ctx, c.ready)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	c.mu.Lock()
+	closed := c.closed
+	c.mu.Unlock()
+	if closed || err != nil {
+		return fmt.Errorf("kernel: completion queue destroyed: %w", syscall.EBADF)
+	}
+	return nil
+}
+
+// ready is Wait's condition: completions queued, or the queue armed and
+// still empty (then false).
+func (c *vcq) ready() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed || !c.emptyLocked() {
+		return true
+	}
+	c.rearmLocked()
+	return !c.emptyLocked()
+}
+
+func (c *vcq) emptyLocked() bool { return len(c.soft) == 0 && c.prov.Empty() }
+
+// rearmLocked consumes a notification the channel holds and arms the queue
+// unless an earlier arming is still pending.
+func (c *vcq) rearmLocked() {
+	if got, _ := c.ch.TryRead(); got {
+		c.armed = false
+	}
+	if c.armed {
+		return
+	}
+	if c.prov.Arm(false) {
+		if err := c.vd.ctx.Write(c.notify[:]); err != nil {
+			return // not armed: the next look tries again
+		}
+	}
+	c.armed = true
+}
+
+func (c *vcq) setPendingLocked(v bool) {
+	if c.efd == nil || v == c.pending {
+		return
+	}
+	if v {
+		_ = c.efd.Add(1)
+	} else {
+		_, _ = c.efd.Read()
+	}
+	c.pending = v
+}
+
+// takeLocked moves completions, the driver's first, into out.
+func (c *vcq) takeLocked(out []id.WC) int {
+	n := 0
+	for n < len(out) {
+		k := c.prov.Poll(c.raw[:min(len(out)-n, len(c.raw))])
+		if k == 0 {
+			break
+		}
+		for j := 0; j < k; j++ {
+			c.convert(&c.raw[j], &out[n])
+			n++
+		}
+	}
+	for n < len(out) && len(c.soft) > 0 {
+		out[n] = c.soft[0]
+		c.soft[0] = id.WC{}
+		c.soft = c.soft[1:]
+		n++
+	}
+	if len(c.soft) == 0 {
+		c.soft = c.soft[:0:0]
+	}
+	return n
+}
+
+// convert maps a driver completion to the id layer's.
+func (c *vcq) convert(w *provider.WC, out *id.WC) {
+	*out = id.WC{WRID: w.WRID, Status: id.WCStatus(w.Status), Opcode: id.WCOpcode(w.Opcode), ByteLen: w.ByteLen, QPNum: w.QPNum}
+	if w.Status > 0xFF {
+		out.Status = id.WCGeneralErr
+	}
+	if w.Opcode&uverbs.WCOpRecv != 0 && w.Flags&uverbs.WCFlagWithInv != 0 {
+		out.Invalidated, out.InvalidatedRKey = true, w.Ex
+	}
+	if q := c.qp; q != nil && q.ud && w.Opcode&uverbs.WCOpRecv != 0 {
+		q.udRecvDone(w, out)
+	}
+}
+
+// push queues a software completion.
+func (c *vcq) push(wc id.WC) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return
+	}
+	c.soft = append(c.soft, wc)
+	c.setPendingLocked(true)
+	c.mu.Unlock()
+	c.ch.Kick()
+}
+
+// close unmaps the queue and closes its descriptors; waiters return EBADF.
+// The kernel queue itself goes with DESTROY_CQ (destroyKernel).
+func (c *vcq) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	_ = c.prov.Close()
+	c.soft = nil
+	if c.poller != nil {
+		_ = c.poller.Close()
+		_ = c.efd.Close()
+	}
+	_ = c.ch.Close()
+}
+
+// destroyKernel runs DESTROY_CQ (after the QP using the queue is gone).
+func (c *vcq) destroyKernel() {
+	_, _ = c.vd.ctx.Exec(&uverbs.DestroyCQ{Handle: c.handle})
+}
