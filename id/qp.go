@@ -64,6 +64,12 @@ const (
 	// InvalidateRKey once the message is placed (iWARP Send with
 	// Invalidate, IBV_WR_SEND_WITH_INV).
 	WRSendWithInv
+	// WRSendWithImm is a Send carrying ImmData (IBV_WR_SEND_WITH_IMM),
+	// and WRWriteWithImm an RDMA Write that also consumes a receive at the
+	// peer to deliver ImmData (IBV_WR_RDMA_WRITE_WITH_IMM). Fabrics and
+	// devices without immediate data (iWARP) refuse them with EINVAL.
+	WRSendWithImm
+	WRWriteWithImm
 )
 
 var wrOpcodeNames = [...]string{WRSend: "IBV_WR_SEND", WRWrite: "IBV_WR_RDMA_WRITE", WRRead: "IBV_WR_RDMA_READ",
@@ -106,6 +112,9 @@ type SendWR struct {
 	RKey       uint32
 	// InvalidateRKey is the peer's region a WRSendWithInv invalidates.
 	InvalidateRKey uint32
+	// ImmData is the immediate data of WRSendWithImm and WRWriteWithImm,
+	// a host value (it travels big-endian, as imm_data in verbs).
+	ImmData uint32
 	// AH, RemoteQPN and RemoteQKey address a UD send.
 	AH         *AHAttr
 	RemoteQPN  uint32
@@ -162,6 +171,9 @@ const (
 	WCRDMAWrite WCOpcode = 1
 	WCRDMARead  WCOpcode = 2
 	WCRecv      WCOpcode = 128
+	// WCRecvRDMAWithImm completes a receive consumed by the peer's
+	// WRWriteWithImm.
+	WCRecvRDMAWithImm WCOpcode = 129
 )
 
 // String returns the name of the ibv_wc_opcode the opcode is, as the
@@ -199,6 +211,9 @@ type WC struct {
 	// remote or local access.
 	Invalidated     bool
 	InvalidatedRKey uint32
+	// WithImm says the peer sent immediate data, ImmData (a host value).
+	WithImm bool
+	ImmData uint32
 }
 
 // CQ is a completion queue with its completion channel: Fd is readable while
