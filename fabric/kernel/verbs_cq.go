@@ -36,7 +36,8 @@ type vcq struct {
 	prov    provider.CQ
 	qp      *vqp // the QP whose receive queue it serves (UD sources), or nil
 	closed  bool
-	armed   bool
+	armed   bool    // a notification was requested
+	dirty   bool    // completions were taken since the last arming
 	soft    []id.WC // software completions, oldest first
 	raw     [32]provider.WC
 	poller  *poll.Poller // Fd's epoll set, nil until Fd
@@ -160,18 +161,35 @@ func (c *vcq) ready() bool {
 
 func (c *vcq) emptyLocked() bool { return len(c.soft) == 0 && c.prov.Empty() }
 
-// rearmLocked consumes a notification the channel holds and arms the queue
-// unless an earlier arming is still pending.
+// rearmLocked empties the completion channel and arms the queue again
+// unless the arming in place still stands.
+//
+// Drivers raise a notification after the completion is visible (rxe from
+// a tasklet, after advancing the producer index), so a notification can
+// come after its completion was taken, and an arming made meanwhile can be
+// used up by that completion. Hence: the channel is read until it is
+// empty every time (a notification left there would keep Fd readable with
+// nothing to poll); the queue is armed again whenever completions were
+// taken or a notification was read since the last arming; and a
+// notification that comes later, having used up the arming, is read (and
+// the queue re-armed) by the next look, which it triggers itself.
 func (c *vcq) rearmLocked() {
-	if got, _ := c.ch.TryRead(); got {
-		c.armed = false
+	read := false
+	for k := 0; k < 64; k++ {
+		got, err := c.ch.TryRead()
+		if !got || err != nil {
+			break
+		}
+		read = true
 	}
-	if c.armed {
+	if c.armed && !c.dirty && !read {
 		return
 	}
+	c.dirty = false
 	if c.prov.Arm(false) {
 		if err := c.vd.ctx.Write(c.notify[:]); err != nil {
-			return // not armed: the next look tries again
+			c.armed = false // not armed: the next look tries again
+			return
 		}
 	}
 	c.armed = true
@@ -197,6 +215,7 @@ func (c *vcq) takeLocked(out []id.WC) int {
 		if k == 0 {
 			break
 		}
+		c.dirty = true
 		for j := 0; j < k; j++ {
 			c.convert(&c.raw[j], &out[n])
 			n++
@@ -220,8 +239,13 @@ func (c *vcq) convert(w *provider.WC, out *id.WC) {
 	if w.Status > 0xFF {
 		out.Status = id.WCGeneralErr
 	}
-	if w.Opcode&uverbs.WCOpRecv != 0 && w.Flags&uverbs.WCFlagWithInv != 0 {
-		out.Invalidated, out.InvalidatedRKey = true, w.Ex
+	if w.Opcode&uverbs.WCOpRecv != 0 {
+		switch {
+		case w.Flags&uverbs.WCFlagWithInv != 0:
+			out.Invalidated, out.InvalidatedRKey = true, w.Ex
+		case w.Flags&uverbs.WCFlagWithImm != 0:
+			out.WithImm, out.ImmData = true, htobe32(w.Ex)
+		}
 	}
 	if q := c.qp; q != nil && q.ud && w.Opcode&uverbs.WCOpRecv != 0 {
 		q.udRecvDone(w, out)

@@ -398,6 +398,10 @@ func wrOpcode(op id.WROpcode) (uint32, id.WCOpcode, bool) {
 		return provider.OpRDMAWrite, id.WCRDMAWrite, true
 	case id.WRRead:
 		return provider.OpRDMARead, id.WCRDMARead, true
+	case id.WRSendWithImm:
+		return provider.OpSendWithImm, id.WCSend, true
+	case id.WRWriteWithImm:
+		return provider.OpRDMAWriteWithImm, id.WCRDMAWrite, true
 	}
 	return 0, 0, false
 }
@@ -420,7 +424,7 @@ func (q *vqp) PostSend(wr *id.SendWR) error {
 		return einval("post_send: %d bytes", len(wr.Buf))
 	}
 	if q.ud {
-		if wr.Opcode != id.WRSend || wr.AH == nil {
+		if (wr.Opcode != id.WRSend && wr.Opcode != id.WRSendWithImm) || wr.AH == nil {
 			return einval("post_send: UD QPs send only Sends, with an address handle")
 		}
 	} else if wr.AH != nil || wr.RemoteQPN != 0 || wr.RemoteQKey != 0 {
@@ -462,8 +466,11 @@ func (q *vqp) PostSend(wr *id.SendWR) error {
 		s.SGE = provider.SGE{Addr: uint64(uintptrOf(unsafeData(wr.Buf))), Length: uint32(len(wr.Buf)), LKey: m.lkey}
 		s.NumSGE = 1
 	}
-	if wr.Opcode == id.WRSendWithInv {
+	switch wr.Opcode {
+	case id.WRSendWithInv:
 		s.Ex = wr.InvalidateRKey
+	case id.WRSendWithImm, id.WRWriteWithImm:
+		s.Ex = htobe32(wr.ImmData)
 	}
 	if q.ud {
 		ah, err := q.ahLocked(wr.AH)

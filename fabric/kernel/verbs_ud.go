@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"encoding/binary"
 	"fmt"
 	"net/netip"
 	"syscall"
@@ -26,6 +27,14 @@ type udAH struct {
 const grhLen = 40
 
 func uintptrOf(p *byte) uintptr { return uintptr(unsafe.Pointer(p)) }
+
+// htobe32 converts between a host value and the host-order reading of its
+// big-endian bytes (imm_data is __be32); it is its own inverse.
+func htobe32(v uint32) uint32 {
+	var b [4]byte
+	binary.BigEndian.PutUint32(b[:], v)
+	return binary.NativeEndian.Uint32(b[:])
+}
 func unsafeData(b []byte) *byte { return unsafe.SliceData(b) }
 
 // ahLocked returns the driver's number of an address handle for a,

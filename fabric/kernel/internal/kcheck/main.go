@@ -13,6 +13,8 @@
 //	kcheck bench-server -b IP [-p PORT] -c N
 //	kcheck bench-client -s IP [-p PORT] -c N
 //	kcheck nodev
+//	kcheck pp-server -b IP [-p PORT] [-size N] [-iters N] [-e]
+//	kcheck pp-client -s IP [-p PORT] [-size N] [-iters N] [-e]
 //
 // -noafib makes any of them use the pre-AF_IB commands (BIND_IP,
 // RESOLVE_IP, QUERY_ROUTE, JOIN_IP_MCAST) instead of BIND, RESOLVE_ADDR,
@@ -36,7 +38,8 @@ import (
 	"github.com/cmrt/cmrt/id"
 )
 
-// The QP numbers announced are fake: this program has no QPs (cmtime's
+// The QP numbers announced are fake (except pp-server and pp-client's,
+// which have QPs): the other flows have no QPs (cmtime's
 // "no QPs" run does the same). QP numbers must differ between connections of the same pair of nodes:
 // the IB CM rejects a REQ or REP naming a remote QPN it already has a
 // connection with (REJ reason 10, stale connection).
@@ -63,7 +66,12 @@ var (
 	timeout  = fs.Duration("t", 20*time.Second, "overall timeout")
 	status   = fs.Int("status", 0, "expected status of REJECTED or UNREACHABLE (0: any)")
 	noAFIB   = fs.Bool("noafib", false, "use the pre-AF_IB commands (BIND_IP, RESOLVE_IP, QUERY_ROUTE, JOIN_IP_MCAST)")
+	ppSize   = fs.Int("size", 4096, "message size (pp-server, pp-client)")
+	ppIters  = fs.Int("iters", 1000, "iterations (pp-server, pp-client)")
+	ppEvents = fs.Bool("e", false, "wait for completion events instead of busy polling (pp-server, pp-client)")
 )
+
+var netip0 netip.AddrPort
 
 // fab is the fabric under test: the registered one, or (-noafib) one
 // forced to the *_IP commands.
@@ -71,7 +79,7 @@ var fab = kernel.Default()
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kcheck devices|server|client|join|sync|errors|bench-server|bench-client|nodev [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kcheck devices|server|client|join|sync|errors|bench-server|bench-client|nodev|pp-server|pp-client [flags]")
 		os.Exit(2)
 	}
 	cmd := os.Args[1]
@@ -101,6 +109,10 @@ func main() {
 		err = benchClient(ctx)
 	case "nodev":
 		err = nodev()
+	case "pp-server":
+		err = pingpong(ctx, true)
+	case "pp-client":
+		err = pingpong(ctx, false)
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}
