@@ -41,15 +41,15 @@
 //
 // What the fabrics do:
 //
-//   - The software fabric (default) creates QPs (rdma_create_qp): "create
-//     qp" and "destroy qp" are timed, and the QPs move through their
-//     states inside the CM, so the init/rtr/rts rows are 0 and "establish"
-//     is 0 (the connection is ESTABLISHED without CONNECT_RESPONSE).
-//   - The kernel fabric (CMRT_FABRIC=kernel) has no data path: every test
-//     is QP-less, with fake QP numbers. "init/rtr/rts qp attr" time
-//     rdma_init_qp_attr's kernel call, "init/rtr/rts qp" the -m sleep, and
-//     the client completes each connection on CONNECT_RESPONSE with
-//     rdma_establish. The QPs test is then reported as simulated.
+//   - Both fabrics create QPs (rdma_create_qp): "create qp" and "destroy
+//     qp" are timed, and the QPs move through their states inside the CM
+//     (on the kernel fabric, as librdmacm moves them), so the init/rtr/rts
+//     rows are 0 and "establish" is 0 (the connection is ESTABLISHED
+//     without CONNECT_RESPONSE).
+//   - The "no QPs" test of the kernel fabric uses fake QP numbers: "init/
+//     rtr/rts qp attr" time rdma_init_qp_attr's kernel call, "init/rtr/rts
+//     qp" the -m sleep, and the client completes each connection on
+//     CONNECT_RESPONSE with rdma_establish.
 //
 // Extensions and deviations: -O sets the out-of-band TCP port. rdma-core
 // uses -p for it; so does cmtime on the kernel fabric, but on the software

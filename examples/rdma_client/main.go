@@ -19,8 +19,7 @@
 //
 // The id lives on the software fabric unless CMRT_FABRIC names another
 // one; the software fabric speaks iWARP, so this client also talks to
-// rdma-core's rdma_server on a soft-iWARP (siw) device. The kernel fabric
-// has no data path: creating the QP fails with ENOSYS.
+// rdma-core's rdma_server on a soft-iWARP (siw) device.
 package main
 
 import (

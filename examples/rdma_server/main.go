@@ -19,8 +19,7 @@
 // (255 for -1).
 //
 // The id lives on the software fabric unless CMRT_FABRIC names another
-// one. The kernel fabric has no data path: the request is then rejected
-// and the server fails with ENOSYS.
+// one.
 package main
 
 import (

@@ -150,8 +150,25 @@ func postSends(n *node, flags id.SendFlags) int {
 	if !n.connected || messageCount == 0 {
 		return 0
 	}
+	// As rdma-core's udaddy, each message carries the sender's QP number as
+	// immediate data (the C server replies to it); fabrics without
+	// immediate data on UD (the software fabric) get plain Sends, whose
+	// completions name the sender too.
+	qp := n.id.QP()
+	imm := true
 	for k := 0; k < messageCount; k++ {
-		if err := n.id.PostUDSend(uint64(k), n.mem[:messageSize], n.mr, flags, n.ah, n.remoteQPN); err != nil {
+		var err error
+		if imm {
+			err = qp.PostSend(&id.SendWR{WRID: uint64(k), Opcode: id.WRSendWithImm, Flags: flags, Buf: n.mem[:messageSize],
+				MR: n.mr, AH: n.ah, RemoteQPN: n.remoteQPN, RemoteQKey: id.UDPQKey, ImmData: qp.Num()})
+			if errors.Is(err, syscall.EINVAL) && k == 0 {
+				imm = false
+			}
+		}
+		if !imm {
+			err = n.id.PostUDSend(uint64(k), n.mem[:messageSize], n.mr, flags, n.ah, n.remoteQPN)
+		}
+		if err != nil {
 			fmt.Printf("failed to post sends: %d\n", postStatus(err))
 			return postStatus(err)
 		}
