@@ -34,11 +34,13 @@ type Context struct {
 	async          *os.File
 	numCompVectors uint32
 
-	mu      sync.Mutex
-	closed  bool
-	scratch []byte
-	cmd     []byte
-	resp    []byte
+	mu        sync.Mutex
+	closed    bool
+	fake      bool // NewFakeContext: no device, no scratch memory, no async descriptor
+	fakeWrite func([]byte) error
+	scratch   []byte
+	cmd       []byte
+	resp      []byte
 }
 
 // Open opens the verbs device file at path (/dev/infiniband/uverbsN)
@@ -75,6 +77,14 @@ func Open(path string, gc *GetContext) (*Context, []byte, error) {
 	return c, resp[GetContextRespSize:], nil
 }
 
+// NewFakeContext returns a Context without a device, for tests and fakes
+// of a driver: Write hands each pre-encoded command to write, in the
+// caller's goroutine, as the kernel runs a command within its write(2);
+// Exec fails with ErrClosed and ReadAsyncEvent with os.ErrClosed.
+func NewFakeContext(write func(msg []byte) error) *Context {
+	return &Context{path: "fake", fd: -1, fake: true, fakeWrite: write}
+}
+
 // Path returns the device file's path.
 func (c *Context) Path() string { return c.path }
 
@@ -91,7 +101,7 @@ func (c *Context) NumCompVectors() uint32 { return c.numCompVectors }
 func (c *Context) Exec(cmd Command) ([]byte, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed || c.fake {
 		return nil, ErrClosed
 	}
 	n := cmd.RespLen()
@@ -113,7 +123,12 @@ func (c *Context) Exec(cmd Command) ([]byte, error) {
 // Write issues one pre-encoded command on the command descriptor; see the
 // package Write. Callers keep msg (and the response memory it names)
 // alive and unmoved for the call.
-func (c *Context) Write(msg []byte) error { return Write(c.fd, msg) }
+func (c *Context) Write(msg []byte) error {
+	if c.fake {
+		return c.fakeWrite(msg)
+	}
+	return Write(c.fd, msg)
+}
 
 // Write issues exactly one write(2) of msg on fd. A failed write returns
 // the errno as a syscall.Errno; a write that takes fewer bytes returns
@@ -157,6 +172,9 @@ func Munmap(b []byte) error {
 // async event of the context and decodes it into ev. It returns an error
 // wrapping os.ErrClosed once the context is closed.
 func (c *Context) ReadAsyncEvent(ev *AsyncEvent) error {
+	if c.async == nil {
+		return os.ErrClosed
+	}
 	var b [AsyncEventSize]byte
 	n, err := c.async.Read(b[:])
 	if err != nil {
@@ -188,8 +206,12 @@ func (c *Context) Close() error {
 }
 
 func (c *Context) release() {
-	_ = unix.Close(c.fd)
-	_ = unix.Munmap(c.scratch)
+	if c.fd >= 0 {
+		_ = unix.Close(c.fd)
+	}
+	if c.scratch != nil {
+		_ = unix.Munmap(c.scratch)
+	}
 	c.scratch, c.cmd, c.resp = nil, nil, nil
 	runtime.KeepAlive(c)
 }
