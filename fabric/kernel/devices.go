@@ -72,8 +72,12 @@ func (t *devTable) freshLocked(force bool) error {
 }
 
 // lookup finds the device with this node GUID, or, when the kernel gave
-// one, this device index. A miss rereads the listing, at most every
-// missRefresh, so that ids on a device sysfs does not show cost nothing.
+// one, this device index. What it returns (name, transport, caps, node
+// GUID) does not change while a device exists, so a listing of any age
+// answers; a miss rereads it, at most every missRefresh, so that ids on a
+// device sysfs does not show cost nothing. (Reading the listing costs
+// sysfs and RDMA netlink round trips: per connection or QP it would
+// dominate their set-up.)
 func (t *devTable) lookup(guid uint64, index uint32) (id.Device, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -81,8 +85,10 @@ func (t *devTable) lookup(guid uint64, index uint32) (id.Device, bool) {
 		if attempt > 0 && time.Since(t.at) < missRefresh {
 			break
 		}
-		if err := t.freshLocked(attempt > 0); err != nil {
-			return id.Device{}, false
+		if t.at.IsZero() || attempt > 0 {
+			if err := t.freshLocked(true); err != nil {
+				return id.Device{}, false
+			}
 		}
 		var byGUID *id.Device
 		for k := range t.devs {
@@ -102,6 +108,17 @@ func (t *devTable) lookup(guid uint64, index uint32) (id.Device, bool) {
 		}
 	}
 	return id.Device{}, false
+}
+
+// warm reads the listing once if it was never read: librdmacm lists the
+// devices when the first channel or id is created, so their set-up
+// steps do not pay for it.
+func (t *devTable) warm() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.at.IsZero() {
+		_ = t.freshLocked(true)
+	}
 }
 
 // missRefresh bounds how often a lookup miss rereads the devices.

@@ -130,6 +130,7 @@ func (f *Fabric) Open() (id.EventSource, error) {
 		return nil, err
 	}
 	f.probeAFIB(s)
+	f.devs.warm()
 	return s, nil
 }
 

@@ -16,14 +16,18 @@ import (
 // that becomes readable when a completion queue armed with REQ_NOTIFY_CQ
 // (or its driver's equivalent) gets a completion, with one 8-byte record
 // per notification. The descriptor is non-blocking; Wait waits for it in
-// the Go netpoller.
+// the Go netpoller, with which it is registered on the first Wait (a
+// queue only polled, or multiplexed through its descriptor by the
+// application, never needs it).
 type CompChannel struct {
 	fd      int
-	file    *os.File
-	rc      syscall.RawConn
 	waitSem chan struct{} // one waiter at a time owns the read deadline
 	buf     [CompEventSize]byte
-	mu      sync.Mutex // guards buf
+	mu      sync.Mutex // guards buf, file, rc and closed
+
+	file   *os.File // from the first Wait
+	rc     syscall.RawConn
+	closed bool
 }
 
 // CreateCompChannel runs CREATE_COMP_CHANNEL on the context.
@@ -40,17 +44,31 @@ func (c *Context) CreateCompChannel() (*CompChannel, error) {
 // pollable descriptor that reads in 8-byte records). It takes ownership of
 // fd and makes it non-blocking.
 func NewCompChannel(fd int) (*CompChannel, error) {
-	if err := unix.SetNonblock(fd, true); err != nil {
+	// The kernel opens completion channels read-only: one F_SETFL.
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETFL, unix.O_RDONLY|unix.O_NONBLOCK); err != nil {
 		unix.Close(fd)
 		return nil, fmt.Errorf("uverbs: completion channel: %w", err)
 	}
-	f := os.NewFile(uintptr(fd), "uverbs completion channel")
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("uverbs: completion channel: %w", err)
+	return &CompChannel{fd: fd, waitSem: make(chan struct{}, 1)}, nil
+}
+
+// conn returns the descriptor's netpoller handle, registering it on first
+// use.
+func (ch *CompChannel) conn() (*os.File, syscall.RawConn, error) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed {
+		return nil, nil, fmt.Errorf("uverbs: completion channel: %w", os.ErrClosed)
 	}
-	return &CompChannel{fd: fd, file: f, rc: rc, waitSem: make(chan struct{}, 1)}, nil
+	if ch.file == nil {
+		f := os.NewFile(uintptr(ch.fd), "uverbs completion channel")
+		rc, err := f.SyscallConn()
+		if err != nil {
+			return nil, nil, fmt.Errorf("uverbs: completion channel: %w", err)
+		}
+		ch.file, ch.rc = f, rc
+	}
+	return ch.file, ch.rc, nil
 }
 
 // Fd returns the descriptor.
@@ -92,13 +110,17 @@ func (ch *CompChannel) Wait(ctx context.Context, ready func() bool) error {
 		return ctx.Err()
 	}
 	defer func() { <-ch.waitSem }()
+	file, rc, err := ch.conn()
+	if err != nil {
+		return err
+	}
 
 	var amu sync.Mutex
 	active := true
 	stop := context.AfterFunc(ctx, func() {
 		amu.Lock()
 		if active {
-			_ = ch.file.SetReadDeadline(time.Unix(1, 0))
+			_ = file.SetReadDeadline(time.Unix(1, 0))
 		}
 		amu.Unlock()
 	})
@@ -106,11 +128,11 @@ func (ch *CompChannel) Wait(ctx context.Context, ready func() bool) error {
 		stop()
 		amu.Lock()
 		active = false
-		_ = ch.file.SetReadDeadline(time.Time{})
+		_ = file.SetReadDeadline(time.Time{})
 		amu.Unlock()
 	}()
 	for {
-		err := ch.rc.Read(func(uintptr) bool { return ready() })
+		err := rc.Read(func(uintptr) bool { return ready() })
 		switch {
 		case err == nil:
 			return nil
@@ -118,7 +140,7 @@ func (ch *CompChannel) Wait(ctx context.Context, ready func() bool) error {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			_ = ch.file.SetReadDeadline(time.Time{}) // stale deadline: wait again
+			_ = file.SetReadDeadline(time.Time{}) // stale deadline: wait again
 		default:
 			// rc.Read fails otherwise only once the file is closing.
 			return fmt.Errorf("uverbs: completion channel: %v: %w", err, os.ErrClosed)
@@ -130,14 +152,29 @@ func (ch *CompChannel) Wait(ctx context.Context, ready func() bool) error {
 // condition that does not make the descriptor readable (completions the
 // caller queued itself). A Kick with no Wait in progress is harmless.
 func (ch *CompChannel) Kick() {
-	_ = ch.file.SetReadDeadline(time.Unix(1, 0))
+	ch.mu.Lock()
+	f := ch.file
+	ch.mu.Unlock()
+	if f != nil {
+		_ = f.SetReadDeadline(time.Unix(1, 0))
+	}
 }
 
-// Close closes the descriptor; Wait returns. It is idempotent.
+// Close closes the descriptor; Wait returns. It is idempotent. The caller
+// guarantees no TryRead runs concurrently.
 func (ch *CompChannel) Close() error {
-	err := ch.file.Close()
-	if errors.Is(err, os.ErrClosed) {
+	ch.mu.Lock()
+	defer ch.mu.Unlock()
+	if ch.closed {
 		return nil
 	}
-	return err
+	ch.closed = true
+	if ch.file != nil {
+		err := ch.file.Close()
+		if errors.Is(err, os.ErrClosed) {
+			return nil
+		}
+		return err
+	}
+	return unix.Close(ch.fd)
 }
