@@ -6,14 +6,12 @@
 # counterpart, in both roles, with real QPs, and checks the messages
 # (counted lines of the programs' output). Run by scripts/interop-kernel.sh.
 #
-# Env: KV_CMTIME_N (cmtime connections, 100), KV_PINGS (rping iterations
-# timed for the latency ratio, 2000), KV_SKIP_BENCH=1 (no cmtime and no
-# timed rping).
+# Env: KV_CMTIME_N (cmtime connections, 50: siw allows 71 QPs per
+# process), KV_SKIP_BENCH=1 (no cmtime).
 . /tests/lib.sh
 export CMRT_FABRIC=kernel
 export PAIR_DELAY=${PAIR_DELAY:-1}
-CMN=${KV_CMTIME_N:-100}
-PINGS=${KV_PINGS:-2000}
+CMN=${KV_CMTIME_N:-50}
 
 # Variables are prefixed: lib.sh's pair and result use name, srv, cli.
 
@@ -25,12 +23,27 @@ count() {
 	if [ "$c_got" = "$4" ]; then result "$1" 0; else result "$1" "$c_got" "$4"; fi
 }
 
+# pairr: pair, run once more when the client met siw's own race: with
+# several connections, siw as initiator can take the responder's first
+# FPDU before its QP is in RTS and fails the connection with EINVAL
+# (CONNECT_ERROR -22), with rdma-core's ucmatose as client too (about one
+# run in ten in this VM).
+pairr() {
+	pr_f=$FAILS
+	pair "$@"
+	if [ "$FAILS" != "$pr_f" ] && grep -q 'CONNECT_ERROR, error: -22' /tmp/cli.out; then
+		echo "# siw's connect race (rdma-core's client meets it too): once more"
+		FAILS=$((FAILS - 1))
+		pair "$@"
+	fi
+}
+
 # uc DEV ADDR NAME ARGS...: ucmatose, C server with a Go client and back.
 uc() {
 	uc_d=$1 uc_a=$2 uc_t=ucmatose-$1-$3; shift 3
-	pair "$uc_t-csrv-gocli" 120 "ucmatose -b $uc_a $*" "go-ucmatose -s $uc_a $*"
+	pairr "$uc_t-csrv-gocli" 120 "ucmatose -b $uc_a $*" "go-ucmatose -s $uc_a $*"
 	count "$uc_t-csrv-gocli-out" /tmp/cli.out "data transfers complete" 1
-	pair "$uc_t-gosrv-ccli" 120 "go-ucmatose -b $uc_a $*" "ucmatose -s $uc_a $*"
+	pairr "$uc_t-gosrv-ccli" 120 "go-ucmatose -b $uc_a $*" "ucmatose -s $uc_a $*"
 	count "$uc_t-gosrv-ccli-out" /tmp/srv.out "data transfers complete" 1
 }
 
@@ -80,20 +93,21 @@ pair mckey-rxe-gorecv-csend 60 "go-mckey -m 239.1.2.2 -b $RXE_IP" "mckey -m 239.
 count mckey-rxe-gorecv-csend-out /tmp/srv.out "data transfers complete" 1
 
 if [ -z "${KV_SKIP_BENCH:-}" ]; then
-	# cmtime with QPs, same counts: rdma-core's (v44: one test, server
-	# never exits) and cmrt's (-O 0: one test, like it), then each
-	# against the other.
+	# cmtime with QPs, same counts: rdma-core's (v44: one test, its server
+	# never exits) and cmrt's (-O 0: one test, like it), each against
+	# itself and against the other; every connection is made and the step
+	# table printed. (test/vm/kernel-bench.sh times them.)
 	PERSIST=1 pair cmtime-rxe-c-c 300 "cmtime -b $RXE_IP -p 7491 -c $CMN" "cmtime -s $RXE_IP -p 7491 -c $CMN"
+	count cmtime-rxe-c-c-table /tmp/cli.out "connect      :" 1
 	PERSIST=1 pair cmtime-rxe-go-go 300 "go-cmtime -b $RXE_IP -p 7492 -O 0 -c $CMN" "go-cmtime -s $RXE_IP -p 7492 -O 0 -c $CMN"
+	count cmtime-rxe-go-go-conns /tmp/cli.out "qp_conn  *$CMN\$" 1
+	count cmtime-rxe-go-go-table /tmp/cli.out "cm connect " 1
 	PERSIST=1 pair cmtime-rxe-csrv-gocli 300 "cmtime -b $RXE_IP -p 7493 -c $CMN" "go-cmtime -s $RXE_IP -p 7493 -O 0 -c $CMN"
+	count cmtime-rxe-csrv-gocli-conns /tmp/cli.out "qp_conn  *$CMN\$" 1
 	PERSIST=1 pair cmtime-rxe-gosrv-ccli 300 "go-cmtime -b $RXE_IP -p 7494 -O 0 -c $CMN" "cmtime -s $RXE_IP -p 7494 -c $CMN"
-
-	# Ping-pong latency: rping without -v, C against C then Go against Go,
-	# same boot; the guest clock times each pair.
-	pair rping-rxe-lat-c-c 600 "rping -s -a $RXE_IP -C $PINGS" "rping -c -a $RXE_IP -C $PINGS"
-	pair rping-rxe-lat-go-go 600 "go-rping -s -a $RXE_IP -C $PINGS" "go-rping -c -a $RXE_IP -C $PINGS"
-	pair rping-siw-lat-c-c 600 "rping -s -a $SIW_IP -C $PINGS" "rping -c -a $SIW_IP -C $PINGS"
-	pair rping-siw-lat-go-go 600 "go-rping -s -a $SIW_IP -C $PINGS" "go-rping -c -a $SIW_IP -C $PINGS"
+	count cmtime-rxe-gosrv-ccli-table /tmp/cli.out "connect      :" 1
+	PERSIST=1 pair cmtime-siw-go-go 300 "go-cmtime -b $SIW_IP -p 7495 -O 0 -c $CMN" "go-cmtime -s $SIW_IP -p 7495 -O 0 -c $CMN"
+	count cmtime-siw-go-go-conns /tmp/cli.out "qp_conn  *$CMN\$" 1
 fi
 
 echo

@@ -1,7 +1,9 @@
 # kernel.sh - the kernel fabric (fabric/kernel) against the VM's rdma_cm:
 # Go<->Go and Go<->rdma-core (ucmatose, udaddy, mckey) on rxe0 (RoCEv2),
 # what siw0 (iWARP) allows without a QP, synchronous ids, and a
-# cmtime-like timing next to rdma-core's cmtime. Needs kcheck (built from
+# cmtime-like timing next to rdma-core's cmtime, all QP-less (kcheck); the
+# package's device tests, the data path's included. The Go examples with
+# real QPs against rdma-core's are kernel-verbs.sh. Needs kcheck (built from
 # fabric/kernel/internal/kcheck) and kernel.test (go test -c ./fabric/kernel)
 # in /extra. Run by scripts/interop-kernel.sh.
 . /tests/lib.sh
@@ -12,13 +14,14 @@ single kernel-nodev 10 "kcheck nodev"
 single kernel-devices 10 "kcheck devices | tee /tmp/devs; grep -q 'device rxe0 .*transport InfiniBand netdev dummy0 .*10.0.0.1' /tmp/devs && grep -q 'device siw0 .*transport iWARP netdev dummy1 .*10.0.1.1' /tmp/devs"
 single kernel-errors 20 "kcheck errors -b $RXE_IP"
 # The package's own device suite (RC, reject, UD, multicast, channel
-# semantics, reactor, synchronous ids) in one process.
+# semantics, reactor, synchronous ids; the data path on rxe0 and siw0) in
+# one process.
 if [ -x /extra/kernel.test ]; then
-	single go-test-device 90 "kernel.test -test.run '^(TestDevice|TestChannelSelection)\$' -test.v -test.timeout 80s"
+	single go-test-device 150 "kernel.test -test.run '^(TestDevice|TestDeviceVerbs|TestDeviceVerbsSync|TestChannelSelection)\$' -test.v -test.timeout 140s"
 fi
 # The same under the race detector (a dynamic binary: the VM has glibc).
 if [ -x /extra/kernel.race.test ]; then
-	single go-test-device-race 120 "kernel.race.test -test.run '^TestDevice\$' -test.v -test.timeout 110s"
+	single go-test-device-race 200 "kernel.race.test -test.run '^(TestDevice|TestDeviceVerbs|TestDeviceVerbsSync)\$' -test.v -test.timeout 190s"
 fi
 
 # RC, QP-less: the active side sees CONNECT_RESPONSE and establishes.

@@ -29,7 +29,11 @@ func (Driver) NewCQ(m provider.Mapper, _ uverbs.CreateCQResp, drv []byte) (provi
 	}
 	num := ne.Uint32(drv[4:])
 	key := ne.Uint64(drv[8:])
-	if num == 0 || num&(num-1) != 0 || num > maxQueue || key == invalKey {
+	// The key is valid whatever its value: siw fails the create when it
+	// cannot make one. (Its SIW_INVAL_UOBJ_KEY, 0x90000, is also the key of
+	// the 145th page of a context's mappings, which rdma-core's provider
+	// then refuses: about 36 QPs per process.)
+	if num == 0 || num&(num-1) != 0 || num > maxQueue {
 		return nil, badResp("completion queue of %d entries at key %#x", num, key)
 	}
 	size := int(num)*cqeSize + ctrlSize
@@ -129,9 +133,6 @@ func (Driver) NewQP(m provider.Mapper, init provider.QPInit, drv []byte) (provid
 		if n == 0 || n&(n-1) != 0 || n > maxQueue {
 			return nil, badResp("queue of %d entries", n)
 		}
-	}
-	if sqKey == invalKey || rqKey == invalKey {
-		return nil, badResp("queue not mappable")
 	}
 	sq, err := mapQueue(m, sqKey, int(nsq)*sqeSize)
 	if err != nil {

@@ -48,7 +48,6 @@ const (
 	maxSGE        = 6   // SIW_MAX_SGE
 	maxInline     = 80  // SIW_MAX_INLINE: sge[1..5]
 	maxQueue      = 1 << 20
-	invalKey      = 0x08FFFF + 1 // SIW_INVAL_UOBJ_KEY
 )
 
 // WQE flags (enum siw_wqe_flags) and CQ notification flags.
