@@ -17,11 +17,30 @@
 // mmap'd memory the garbage collector never moves; each fd's commands are
 // serialized.
 //
-// There is no data path: the fabric does not create QPs (CreateQP reports
-// ENOSYS). Applications that drive their own QPs through verbs pass their
-// QP numbers in ConnParam.QPNum and use Endpoint.InitQPAttr for the
-// attributes of each transition, as rdma_init_qp_attr; the flows are then
-// those of librdmacm without rdma_create_qp:
+// The data path is pure-Go verbs over /dev/infiniband/uverbsN (package
+// internal/uverbs: the write(2) command ABI) with cmrt's own user-space
+// providers for rxe and siw (internal/provider/rxe, internal/provider/siw:
+// the queues those drivers map into the process; posting and polling make
+// no system call but the drivers' doorbell). CreateQP gives an id a QP
+// with its own protection domain and two completion queues, each with a
+// completion channel, and moves it as librdmacm moves rdma_create_qp's QPs
+// (see verbs_qp.go): an active RC id's CONNECT_RESPONSE is handled by the
+// fabric and reported as ESTABLISHED. Work requests posted after the
+// connection ends (once its DISCONNECTED, REJECTED, UNREACHABLE or
+// CONNECT_ERROR is read, after a local Disconnect, or on a fatal async
+// event) complete at once with WCWRFlushErr; a CONNECT_RESPONSE whose QP
+// transitions fail becomes CONNECT_ERROR with the failing call's -errno
+// (librdmacm reports -1). CQ descriptors are readable while completions
+// are queued, for a reactor. A UD QP is attached to each group its id
+// joins as a full member once the MULTICAST_JOIN is read (an attach that
+// fails turns the event into MULTICAST_ERROR). Devices of other drivers (mlx5, irdma, efa,
+// ...) give EOPNOTSUPP naming the provider they would need; PROVIDERS.md
+// says what one implements.
+//
+// Applications that drive their own QPs (outside cmrt) pass their QP
+// numbers in ConnParam.QPNum and use Endpoint.InitQPAttr for the
+// attributes of each transition, as rdma_init_qp_attr; the flows of such
+// QP-less ids are those of librdmacm without rdma_create_qp:
 //
 //   - RC, active: CONNECT_RESPONSE after Connect; call Establish (the
 //     kernel sends the RTU). The passive side gets ESTABLISHED when the
@@ -42,8 +61,8 @@
 // rejects a connection whose remote QP number it already has a connection
 // with (REJ reason 10, stale connection). On iWARP devices (siw, cxgb4,
 // irdma) the kernel's iw_cm looks the QP up by number, so Connect and
-// Accept without a real QP fail with EINVAL (the request is then refused
-// by the kernel, which the peer sees as REJECTED -ECONNRESET); listening,
+// Accept of a QP-less id fail with EINVAL (the request is then refused by
+// the kernel, which the peer sees as REJECTED -ECONNRESET); listening,
 // address and route resolution work.
 //
 // Read depths of 0xFF (the device maximum) are resolved against the

@@ -98,6 +98,7 @@ type simKernel struct {
 	mu      sync.Mutex
 	armed   map[uint32]bool
 	doorbel atomic.Int64
+	async   int // the write end of the async event descriptor
 }
 
 // newSim builds a QP of the given type on a simulated rxe device, in
@@ -106,7 +107,12 @@ func newSim(t testing.TB, ud bool, st qpState) *simKernel {
 	t.Helper()
 	s := &simKernel{t: t, m: providertest.NewMapper(), pipes: make(map[uint32][2]int),
 		cqs: make(map[uint32]*simRing), armed: make(map[uint32]bool)}
-	s.vd = &verbsDev{name: "sim", drv: rxe.Driver{}, ctx: uverbs.NewFakeContext(s.command), qps: map[uint64]*vqp{},
+	var ap [2]int
+	if err := unix.Pipe2(ap[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	s.async = ap[1]
+	s.vd = &verbsDev{name: "sim", drv: rxe.Driver{}, ctx: uverbs.NewFakeContext(s.command, ap[0]), qps: map[uint64]*vqp{},
 		port: uverbs.PortAttr{LinkLayer: uverbs.LinkLayerEthernet, ActiveMTU: 3}}
 	cq := func(h uint32, key uint64) *vcq {
 		var p [2]int
@@ -128,7 +134,7 @@ func newSim(t testing.TB, ud bool, st qpState) *simKernel {
 		_, _ = (&uverbs.ReqNotifyCQ{Handle: h}).Encode(c.notify[:], 0)
 		return c
 	}
-	q := &vqp{ep: &endpoint{}, vd: s.vd, handle: simQP, num: 0x11, ud: ud, port: 1, state: st,
+	q := &vqp{ep: &endpoint{destroyed: true}, vd: s.vd, handle: simQP, num: 0x11, ud: ud, port: 1, state: st,
 		mrs: make(map[*vmr]struct{})}
 	q.scq, q.rcq = cq(simSendCQ, 0x1000), cq(simRecvCQ, 0x2000)
 	s.sq = newSimRing(s.m, 0x3000, 32, 512)
@@ -273,6 +279,7 @@ func (s *simKernel) close() {
 	_ = s.q.prov.Close()
 	s.q.pin.Unpin()
 	_ = s.vd.ctx.Close()
+	_ = unix.Close(s.async)
 	for _, p := range s.pipes {
 		_ = unix.Close(p[1])
 	}

@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -523,4 +524,70 @@ func BenchmarkVerbsPostPoll(b *testing.B) {
 		for scq.Poll(wcs) == 0 {
 		}
 	}
+}
+
+// TestVerbsAsyncEvents: a QP's fatal async event puts it in the error
+// state, as the software fabric's connection loss does: later work
+// requests flush at once. Events for unknown elements and non-QP events
+// are ignored, and the loop ends when the context closes.
+func TestVerbsAsyncEvents(t *testing.T) {
+	s := newSim(t, false, qpRTS)
+	vd, q := s.vd, s.q
+	vd.async = make(chan struct{})
+	q.uhandle = vd.addQP(q)
+	go vd.asyncLoop()
+	write := func(ev uverbs.AsyncEvent) {
+		b := make([]byte, uverbs.AsyncEventSize)
+		_ = ev.Encode(b)
+		if _, err := unix.Write(s.async, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(uverbs.AsyncEvent{Element: 999, Type: uverbs.EventQPFatal})       // no such QP
+	write(uverbs.AsyncEvent{Element: 1, Type: uverbs.EventPortActive})      // a port event
+	write(uverbs.AsyncEvent{Element: q.uhandle, Type: uverbs.EventCommEst}) // tells the CM (here: a destroyed id)
+	time.Sleep(20 * time.Millisecond)
+	q.sqMu.Lock()
+	st := q.state
+	q.sqMu.Unlock()
+	if st != qpRTS {
+		t.Fatalf("state %d after harmless events", st)
+	}
+	write(uverbs.AsyncEvent{Element: q.uhandle, Type: uverbs.EventQPFatal})
+	waitFor(t, "the QP in error", func() bool {
+		q.sqMu.Lock()
+		defer q.sqMu.Unlock()
+		return q.state == qpErr
+	})
+	if err := q.PostSend(&id.SendWR{WRID: 5, Opcode: id.WRSend, Flags: id.SendInline, Buf: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if wc := pollOne(t, q.SendCQ()); wc.WRID != 5 || wc.Status != id.WCWRFlushErr {
+		t.Fatalf("send after QP_FATAL: %+v", wc)
+	}
+	_ = vd.ctx.Close()
+	select {
+	case <-vd.async:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the async loop did not end with its context")
+	}
+}
+
+// FuzzGRHSource parses receive GRHs, which a peer's packet fills: never a
+// panic, and an address only from a GRH of version 4 or 6.
+func FuzzGRHSource(f *testing.F) {
+	v4 := make([]byte, 40)
+	v4[20] = 0x45
+	f.Add(v4)
+	f.Add(append([]byte{0x60}, make([]byte, 39)...))
+	f.Add([]byte{1, 2})
+	f.Fuzz(func(t *testing.T, g []byte) {
+		a, ok := grhSource(g)
+		if ok != a.IsValid() {
+			t.Fatalf("ok %v with %v", ok, a)
+		}
+		if ok && len(g) >= 40 && g[20]>>4 != 4 && g[0]>>4 != 6 {
+			t.Fatalf("address %v from a GRH of neither version", a)
+		}
+	})
 }

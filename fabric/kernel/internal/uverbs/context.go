@@ -80,9 +80,16 @@ func Open(path string, gc *GetContext) (*Context, []byte, error) {
 // NewFakeContext returns a Context without a device, for tests and fakes
 // of a driver: Write hands each pre-encoded command to write, in the
 // caller's goroutine, as the kernel runs a command within its write(2);
-// Exec fails with ErrClosed and ReadAsyncEvent with os.ErrClosed.
-func NewFakeContext(write func(msg []byte) error) *Context {
-	return &Context{path: "fake", fd: -1, fake: true, fakeWrite: write}
+// Exec fails with ErrClosed; ReadAsyncEvent reads 16-byte records from
+// asyncFD (a pipe the fake writes; the Context owns it), or fails with
+// os.ErrClosed if it is negative.
+func NewFakeContext(write func(msg []byte) error, asyncFD int) *Context {
+	c := &Context{path: "fake", fd: -1, fake: true, fakeWrite: write}
+	if asyncFD >= 0 {
+		_ = unix.SetNonblock(asyncFD, true)
+		c.async = os.NewFile(uintptr(asyncFD), "fake async")
+	}
+	return c
 }
 
 // Path returns the device file's path.
