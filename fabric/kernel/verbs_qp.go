@@ -112,9 +112,6 @@ func (ep *endpoint) CreateQP(attr *id.QPInitAttr) (id.QP, error) {
 	if attr.Cap.MaxInlineData < 0 {
 		return nil, einval("inline size %d", attr.Cap.MaxInlineData)
 	}
-	if ep.qp == id.UD && ep.ps != id.PSUDP && ep.ps != id.PSIPoIB && ep.ps != id.PSIB {
-		return nil, einval("UD QP in port space %#x", uint16(ep.ps))
-	}
 	var guid uint64
 	var index uint32
 	var port uint8

@@ -51,8 +51,8 @@ const (
 	recvWQESize  = 40  // struct rxe_recv_wqe, without its dma.sge[]
 	sgeSize      = 16  // struct rxe_sge
 	ahRespSize   = 8   // struct rxe_create_ah_resp
-	maxInline    = 512 // RXE_MAX_INLINE_DATA
-	defaultInlne = 64
+	maxInline     = 512 // RXE_MAX_INLINE_DATA
+	defaultInline = 256 // the software fabric's default too
 )
 
 // Name implements provider.Driver.
@@ -78,7 +78,7 @@ func (Driver) RegMRDriver(byte) ([]byte, int) { return nil, 0 }
 func (Driver) MaxInline(n int) int {
 	switch {
 	case n <= 0:
-		return defaultInlne
+		return defaultInline
 	case n > maxInline:
 		return maxInline
 	}
