@@ -46,11 +46,11 @@ const (
 
 // Sizes of the driver structures.
 const (
-	mminfoSize   = 16  // struct mminfo {u64 offset; u32 size; u32 pad}
-	sendWQESize  = 208 // struct rxe_send_wqe, without its dma.sge[]
-	recvWQESize  = 40  // struct rxe_recv_wqe, without its dma.sge[]
-	sgeSize      = 16  // struct rxe_sge
-	ahRespSize   = 8   // struct rxe_create_ah_resp
+	mminfoSize    = 16  // struct mminfo {u64 offset; u32 size; u32 pad}
+	sendWQESize   = 208 // struct rxe_send_wqe, without its dma.sge[]
+	recvWQESize   = 40  // struct rxe_recv_wqe, without its dma.sge[]
+	sgeSize       = 16  // struct rxe_sge
+	ahRespSize    = 8   // struct rxe_create_ah_resp
 	maxInline     = 512 // RXE_MAX_INLINE_DATA
 	defaultInline = 256 // the software fabric's default too
 )
