@@ -41,9 +41,9 @@ boot() {
 	"$run" -t "${VM_TIMEOUT:-600}" -d "$tmp" "$envs sh /extra/$script" 2>&1 | tee "$log"
 	rc=${PIPESTATUS[0]}
 	set -e
-	if grep -q -- '--- RESULT .*: FAIL' "$log"; then
+	if grep -q -- '^--- RESULT .*: FAIL' "$log"; then
 		echo "interop-kernel: $name: FAIL:" >&2
-		grep -- '--- RESULT .*: FAIL' "$log" >&2
+		grep -- '^--- RESULT .*: FAIL' "$log" >&2
 		return 1
 	fi
 	if [ "$rc" != 0 ]; then
@@ -51,7 +51,7 @@ boot() {
 		return "$rc"
 	fi
 	grep -q '=== SUMMARY: .* 0 failed' "$log" || { echo "interop-kernel: $name: no summary" >&2; return 1; }
-	echo "interop-kernel: $name: $(grep -c -- '--- RESULT .*: PASS' "$log") passed"
+	echo "interop-kernel: $name: $(grep -c -- '^--- RESULT .*: PASS' "$log") passed"
 }
 
 if [ -n "$bench" ]; then
