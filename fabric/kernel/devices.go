@@ -23,9 +23,10 @@ const defaultSysfsRoot = "/sys/class/infiniband"
 
 // Read-depth caps. sysfs does not publish max_qp_rd_atom and
 // max_qp_init_rd_atom (ibv_query_device reads them through uverbs, which
-// needs a device context this fabric does not open), so they come from a
-// table of drivers whose values are known, and a conservative default for
-// the others: 1, which every device that can do RDMA Read supports.
+// needs a device context; the fabric opens one only while an id has a QP,
+// and QP-less ids need the caps too), so they come from a table of drivers
+// whose values are known, and a conservative default for the others: 1,
+// which every device that can do RDMA Read supports.
 // Applications that want more on such a device pass explicit values
 // instead of 0xFF.
 var driverCaps = map[string][2]uint8{
