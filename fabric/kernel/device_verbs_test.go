@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/reactor"
@@ -20,7 +21,7 @@ import (
 
 // deviceOf returns a device of the given transport with an IPv4 address,
 // or skips.
-func deviceOf(t *testing.T, transport string) (id.Device, netip.Addr) {
+func deviceOf(t *testing.T, transport string) (fabric.Device, netip.Addr) {
 	t.Helper()
 	src, err := kernel.Default().Open()
 	if err != nil {
@@ -42,7 +43,7 @@ func deviceOf(t *testing.T, transport string) (id.Device, netip.Addr) {
 		}
 	}
 	t.Skipf("no %s device with an IPv4 address among %v", transport, devs)
-	return id.Device{}, netip.Addr{}
+	return fabric.Device{}, netip.Addr{}
 }
 
 // comp waits for one completion of cq.
@@ -365,7 +366,7 @@ func TestDeviceVerbs(t *testing.T) {
 			ids[k] = j
 		}
 		copy(bufs[0][512:], "to the group")
-		if err := ids[0].PostUDSend(9, bufs[0][512:524], mrs[0], id.SendSignaled, &ahs[0], id.MulticastQPNum); err != nil {
+		if err := ids[0].PostUDSend(9, bufs[0][512:524], mrs[0], id.SendSignaled, &ahs[0], fabric.MulticastQPNum); err != nil {
 			t.Fatal(err)
 		}
 		wantWC(t, "multicast send", comp(t, ids[0].QP().SendCQ()), 9, id.WCSend, 12)

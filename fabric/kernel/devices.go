@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // defaultSysfsRoot is where the kernel lists its RDMA devices.
@@ -47,17 +47,17 @@ type devTable struct {
 
 	mu   sync.Mutex
 	at   time.Time // when devs (or err) was read
-	devs []id.Device
+	devs []fabric.Device
 	err  error
 }
 
-func (t *devTable) list() ([]id.Device, error) {
+func (t *devTable) list() ([]fabric.Device, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.freshLocked(false); err != nil {
 		return nil, err
 	}
-	return append([]id.Device(nil), t.devs...), nil
+	return append([]fabric.Device(nil), t.devs...), nil
 }
 
 func (t *devTable) freshLocked(force bool) error {
@@ -79,7 +79,7 @@ func (t *devTable) freshLocked(force bool) error {
 // device sysfs does not show cost nothing. (Reading the listing costs
 // sysfs and RDMA netlink round trips: per connection or QP it would
 // dominate their set-up.)
-func (t *devTable) lookup(guid uint64, index uint32) (id.Device, bool) {
+func (t *devTable) lookup(guid uint64, index uint32) (fabric.Device, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for attempt := 0; attempt < 2; attempt++ {
@@ -88,10 +88,10 @@ func (t *devTable) lookup(guid uint64, index uint32) (id.Device, bool) {
 		}
 		if t.at.IsZero() || attempt > 0 {
 			if err := t.freshLocked(true); err != nil {
-				return id.Device{}, false
+				return fabric.Device{}, false
 			}
 		}
-		var byGUID *id.Device
+		var byGUID *fabric.Device
 		for k := range t.devs {
 			d := &t.devs[k]
 			if d.NodeGUID != guid {
@@ -108,7 +108,7 @@ func (t *devTable) lookup(guid uint64, index uint32) (id.Device, bool) {
 			return *byGUID, true
 		}
 	}
-	return id.Device{}, false
+	return fabric.Device{}, false
 }
 
 // warm reads the listing once if it was never read: librdmacm lists the
@@ -138,7 +138,7 @@ func errNoDevices(root string) error {
 // /sys/class/infiniband: one directory per device with node_guid,
 // node_type and ports/. withNetlink completes the listing with the kernel
 // device indexes and netdevs from RDMA netlink.
-func readDevices(root string, withNetlink bool) ([]id.Device, error) {
+func readDevices(root string, withNetlink bool) ([]fabric.Device, error) {
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -160,14 +160,14 @@ func readDevices(root string, withNetlink bool) ([]id.Device, error) {
 		names = append(names, e.Name())
 	}
 	sort.Strings(names)
-	devs := make([]id.Device, 0, len(names))
+	devs := make([]fabric.Device, 0, len(names))
 	for _, name := range names {
 		dir := filepath.Join(root, name)
 		guid, err := parseGUID(readTrim(filepath.Join(dir, "node_guid")))
 		if err != nil {
 			continue // not a device directory
 		}
-		d := id.Device{
+		d := fabric.Device{
 			Name:      name,
 			Index:     len(devs), // replaced by the kernel's index when netlink answers
 			NodeGUID:  guid,

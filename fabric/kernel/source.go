@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
-	"github.com/cmrt/cmrt/id"
 )
 
 // source is one open rdma_cm file: the kernel fabric's event channel
@@ -69,10 +69,10 @@ func newSource(f *Fabric, fd int) (*source, error) {
 	return s, nil
 }
 
-// Fabric implements id.EventSource.
-func (s *source) Fabric() id.Fabric { return s.f }
+// Fabric implements fabric.EventSource.
+func (s *source) Fabric() fabric.Fabric { return s.f }
 
-// Fd implements id.EventSource: the rdma_cm fd, readable while events are
+// Fd implements fabric.EventSource: the rdma_cm fd, readable while events are
 // queued.
 func (s *source) Fd() int { return s.fd }
 
@@ -102,9 +102,9 @@ func (s *source) execLocked(fn func(fd int, b *ucma.Buffers) error) error {
 	return ferr
 }
 
-// Create implements id.EventSource: CREATE_ID with uid, which the kernel
+// Create implements fabric.EventSource: CREATE_ID with uid, which the kernel
 // echoes in every event of the id.
-func (s *source) Create(uid uint64, ps id.PortSpace, qp id.QPType) (id.Endpoint, error) {
+func (s *source) Create(uid uint64, ps fabric.PortSpace, qp fabric.QPType) (fabric.Endpoint, error) {
 	if uid == 0 {
 		return nil, fmt.Errorf("kernel: create_id: uid 0 (the kernel drops its events): %w", syscall.EINVAL)
 	}
@@ -125,10 +125,10 @@ func (s *source) Create(uid uint64, ps id.PortSpace, qp id.QPType) (id.Endpoint,
 	return ep, nil
 }
 
-// Next implements id.EventSource: GET_EVENT on the non-blocking fd; with
+// Next implements fabric.EventSource: GET_EVENT on the non-blocking fd; with
 // block set, an empty queue is waited out in the netpoller until an event
 // arrives, ctx ends or the source is closed.
-func (s *source) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
+func (s *source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) error {
 	err := s.next(ev)
 	if err == nil || !block || !errors.Is(err, syscall.EAGAIN) {
 		return wrapNext(err)
@@ -190,7 +190,7 @@ func (s *source) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
 
 // pollNext waits with poll(2) for descriptors the netpoller refused: in
 // short slices, checking ctx and Close between them.
-func (s *source) pollNext(ctx context.Context, ev *id.RawEvent) error {
+func (s *source) pollNext(ctx context.Context, ev *fabric.RawEvent) error {
 	for {
 		err := s.next(ev)
 		if !errors.Is(err, syscall.EAGAIN) {
@@ -215,7 +215,7 @@ func wrapNext(err error) error {
 
 // next dequeues one event into ev and applies it to the id's QP (which
 // may rewrite the event, or drop it: then the next one is taken).
-func (s *source) next(ev *id.RawEvent) error {
+func (s *source) next(ev *fabric.RawEvent) error {
 	s.nextMu.Lock()
 	defer s.nextMu.Unlock()
 	for {
@@ -232,7 +232,7 @@ func (s *source) next(ev *id.RawEvent) error {
 
 // getEventLocked dequeues one event and maps it to ev; p gets the id (or
 // join) the event is for. s.mu is held.
-func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent, p *postEvent) error {
+func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *fabric.RawEvent, p *postEvent) error {
 	resp, err := b.Exec(fd, &ucma.GetEvent{})
 	if err != nil {
 		return err
@@ -249,11 +249,11 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent, p *pos
 			p.join = &j
 		}
 	case ucma.EventConnectRequest:
-		ps, qp := id.PSTCP, id.RC
+		ps, qp := fabric.PSTCP, fabric.RC
 		if lis := s.byUID[e.UID]; lis != nil {
 			ps, qp = lis.ps, lis.qp
 		}
-		decodeEvent(e, qp == id.UD, ev)
+		decodeEvent(e, qp == fabric.UD, ev)
 		// resp.id is the new connection's kernel id, on this fd, with
 		// uid 0 until it is accepted.
 		child := &endpoint{f: s.f, ps: ps, qp: qp, src: s, handle: e.ID,
@@ -262,7 +262,7 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent, p *pos
 		ev.Child = child
 	default:
 		ep := s.byUID[e.UID]
-		decodeEvent(e, ep != nil && ep.qp == id.UD, ev)
+		decodeEvent(e, ep != nil && ep.qp == fabric.UD, ev)
 		p.ep = ep
 	}
 	return nil
@@ -272,8 +272,8 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent, p *pos
 // view of the param union (UD ids and multicast events), as the kernel
 // fills it; the ECE is ignored. Multicast events carry no private data
 // (librdmacm puts the join's context there instead).
-func decodeEvent(e *ucma.Event, ud bool, raw *id.RawEvent) {
-	*raw = id.RawEvent{UID: e.UID, Type: id.EventType(e.Event), Status: e.Status}
+func decodeEvent(e *ucma.Event, ud bool, raw *fabric.RawEvent) {
+	*raw = fabric.RawEvent{UID: e.UID, Type: fabric.EventType(e.Event), Status: e.Status}
 	switch {
 	case e.Event == ucma.EventUser:
 		raw.Arg = e.Arg
@@ -291,17 +291,17 @@ func decodeEvent(e *ucma.Event, ud bool, raw *id.RawEvent) {
 	}
 }
 
-func ahAttr(a *ucma.AHAttr) id.AHAttr {
-	return id.AHAttr{
+func ahAttr(a *ucma.AHAttr) fabric.AHAttr {
+	return fabric.AHAttr{
 		DGID: a.DGID, FlowLabel: a.FlowLabel, SGIDIndex: a.SGIDIndex, HopLimit: a.HopLimit,
 		TrafficClass: a.TrafficClass, DLID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits,
 		StaticRate: a.StaticRate, IsGlobal: a.IsGlobal, PortNum: a.PortNum,
 	}
 }
 
-// Migrate implements id.EventSource: MIGRATE_ID written on this fd with
+// Migrate implements fabric.EventSource: MIGRATE_ID written on this fd with
 // the endpoint's current fd; the kernel moves the id and its queued events.
-func (s *source) Migrate(e id.Endpoint) error {
+func (s *source) Migrate(e fabric.Endpoint) error {
 	ep, ok := e.(*endpoint)
 	if !ok || ep.f != s.f {
 		return fmt.Errorf("kernel: migrate_id: endpoint of another fabric: %w", syscall.EINVAL)
@@ -353,7 +353,7 @@ func (s *source) forgetLocked(ep *endpoint) {
 	}
 }
 
-// Close implements id.EventSource: closing the rdma_cm file destroys
+// Close implements fabric.EventSource: closing the rdma_cm file destroys
 // every kernel id still on it, with their queued events (connection
 // requests not yet taken are rejected by the kernel).
 func (s *source) Close() error {

@@ -5,9 +5,9 @@ import (
 	"net/netip"
 	"syscall"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
-	"github.com/cmrt/cmrt/id"
 )
 
 // What the CM's events and calls do to an id's QP (see verbs_qp.go).
@@ -41,11 +41,11 @@ var errNoQP = errors.New("no QP")
 // MULTICAST_ERROR) and reports whether the event is to be dropped (a
 // REJECTED or DISCONNECTED after such a CONNECT_ERROR, as librdmacm drops
 // them).
-func (p *postEvent) apply(raw *id.RawEvent) (drop bool) {
+func (p *postEvent) apply(raw *fabric.RawEvent) (drop bool) {
 	if p.join != nil {
-		if raw.Type == id.EventMulticastJoin && !p.join.sendOnly && p.join.ep != nil {
+		if raw.Type == fabric.EventMulticastJoin && !p.join.sendOnly && p.join.ep != nil {
 			if err := p.join.ep.attach(p.join, raw); err != nil {
-				raw.Type, raw.Status = id.EventMulticastError, -errnoOf(err)
+				raw.Type, raw.Status = fabric.EventMulticastError, -errnoOf(err)
 			}
 		}
 		return false
@@ -58,22 +58,22 @@ func (p *postEvent) apply(raw *id.RawEvent) (drop bool) {
 	q, connErr := ep.vqp, ep.connErr
 	ep.mu.Unlock()
 	switch raw.Type {
-	case id.EventConnectResponse:
+	case fabric.EventConnectResponse:
 		if q != nil && !q.ud {
 			ep.establish(raw)
 		}
-	case id.EventEstablished:
+	case fabric.EventEstablished:
 		if q != nil {
 			q.toRTS()
 		}
-	case id.EventRejected, id.EventDisconnected:
+	case fabric.EventRejected, fabric.EventDisconnected:
 		if connErr {
 			return true
 		}
 		if q != nil {
 			q.fail()
 		}
-	case id.EventUnreachable, id.EventConnectError:
+	case fabric.EventUnreachable, fabric.EventConnectError:
 		if q != nil {
 			q.fail()
 		}
@@ -87,7 +87,7 @@ func (p *postEvent) apply(raw *id.RawEvent) (drop bool) {
 // and the event becomes ESTABLISHED. If a step fails the QP goes to the
 // error state and the event becomes CONNECT_ERROR with the step's -errno
 // (librdmacm reports -1; cmrt keeps the cause).
-func (ep *endpoint) establish(raw *id.RawEvent) {
+func (ep *endpoint) establish(raw *fabric.RawEvent) {
 	var q *vqp
 	err := ep.do("establish", func(_ *source, fd int, b *ucma.Buffers) error {
 		q = ep.vqp
@@ -109,10 +109,10 @@ func (ep *endpoint) establish(raw *id.RawEvent) {
 		ep.mu.Lock()
 		ep.connErr = true
 		ep.mu.Unlock()
-		raw.Type, raw.Status = id.EventConnectError, -errnoOf(err)
+		raw.Type, raw.Status = fabric.EventConnectError, -errnoOf(err)
 	default:
 		q.toRTS()
-		raw.Type = id.EventEstablished
+		raw.Type = fabric.EventEstablished
 	}
 }
 
@@ -127,7 +127,7 @@ func errnoOf(err error) int32 {
 
 // attach attaches the id's UD QP to a joined group, with the group's GID
 // and LID from the MULTICAST_JOIN event.
-func (ep *endpoint) attach(j *mcJoin, raw *id.RawEvent) error {
+func (ep *endpoint) attach(j *mcJoin, raw *fabric.RawEvent) error {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	q := ep.vqp

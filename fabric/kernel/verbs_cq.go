@@ -6,9 +6,9 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/provider"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
-	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -21,7 +21,7 @@ import (
 // Notification: verbs channels fire once per arming. Wait arms the queue
 // (REQ_NOTIFY_CQ, or the shared control word on siw), looks again, and
 // waits for the channel. Fd gives a descriptor that is readable while
-// completions are queued, as id.CQ says: an epoll set of the channel and
+// completions are queued, as fabric.CQ says: an epoll set of the channel and
 // an eventfd, made on the first call; from then on Poll consumes the
 // channel's notification and re-arms whenever it empties the queue (and
 // looks again, so a completion arriving in between is not missed), and
@@ -36,16 +36,16 @@ type vcq struct {
 	prov    provider.CQ
 	qp      *vqp // the QP whose receive queue it serves (UD sources), or nil
 	closed  bool
-	armed   bool    // a notification was requested
-	dirty   bool    // completions were taken since the last arming
-	soft    []id.WC // software completions, oldest first
+	armed   bool        // a notification was requested
+	dirty   bool        // completions were taken since the last arming
+	soft    []fabric.WC // software completions, oldest first
 	raw     [32]provider.WC
 	poller  *poll.Poller // Fd's epoll set, nil until Fd
 	efd     *poll.EventFD
 	pending bool // efd raised
 }
 
-var _ id.CQ = (*vcq)(nil)
+var _ fabric.CQ = (*vcq)(nil)
 
 // newCQ creates a completion queue of depth entries with its channel.
 func newCQ(vd *verbsDev, depth int) (*vcq, error) {
@@ -72,7 +72,7 @@ func newCQ(vd *verbsDev, depth int) (*vcq, error) {
 	return c, nil
 }
 
-// Fd implements id.CQ; -1 once the queue is destroyed or if the
+// Fd implements fabric.CQ; -1 once the queue is destroyed or if the
 // descriptors cannot be made.
 func (c *vcq) Fd() int {
 	c.mu.Lock()
@@ -102,9 +102,9 @@ func (c *vcq) Fd() int {
 	return c.poller.Fd()
 }
 
-// Poll implements id.CQ. It makes no system call while completions are
+// Poll implements fabric.CQ. It makes no system call while completions are
 // queued, and does not allocate.
-func (c *vcq) Poll(out []id.WC) int {
+func (c *vcq) Poll(out []fabric.WC) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed || len(out) == 0 {
@@ -131,7 +131,7 @@ func (c *vcq) Poll(out []id.WC) int {
 	}
 }
 
-// Wait implements id.CQ: it returns once a completion is queued, ctx ends,
+// Wait implements fabric.CQ: it returns once a completion is queued, ctx ends,
 // or the queue is destroyed (EBADF).
 func (c *vcq) Wait(ctx context.Context) error {
 	err := c.ch.Wait(ctx, c.ready)
@@ -208,7 +208,7 @@ func (c *vcq) setPendingLocked(v bool) {
 }
 
 // takeLocked moves completions, the driver's first, into out.
-func (c *vcq) takeLocked(out []id.WC) int {
+func (c *vcq) takeLocked(out []fabric.WC) int {
 	n := 0
 	for n < len(out) {
 		k := c.prov.Poll(c.raw[:min(len(out)-n, len(c.raw))])
@@ -223,7 +223,7 @@ func (c *vcq) takeLocked(out []id.WC) int {
 	}
 	for n < len(out) && len(c.soft) > 0 {
 		out[n] = c.soft[0]
-		c.soft[0] = id.WC{}
+		c.soft[0] = fabric.WC{}
 		c.soft = c.soft[1:]
 		n++
 	}
@@ -234,10 +234,10 @@ func (c *vcq) takeLocked(out []id.WC) int {
 }
 
 // convert maps a driver completion to the id layer's.
-func (c *vcq) convert(w *provider.WC, out *id.WC) {
-	*out = id.WC{WRID: w.WRID, Status: id.WCStatus(w.Status), Opcode: id.WCOpcode(w.Opcode), ByteLen: w.ByteLen, QPNum: w.QPNum}
+func (c *vcq) convert(w *provider.WC, out *fabric.WC) {
+	*out = fabric.WC{WRID: w.WRID, Status: fabric.WCStatus(w.Status), Opcode: fabric.WCOpcode(w.Opcode), ByteLen: w.ByteLen, QPNum: w.QPNum}
 	if w.Status > 0xFF {
-		out.Status = id.WCGeneralErr
+		out.Status = fabric.WCGeneralErr
 	}
 	if w.Opcode&uverbs.WCOpRecv != 0 {
 		switch {
@@ -253,7 +253,7 @@ func (c *vcq) convert(w *provider.WC, out *id.WC) {
 }
 
 // push queues a software completion.
-func (c *vcq) push(wc id.WC) {
+func (c *vcq) push(wc fabric.WC) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

@@ -9,9 +9,9 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/provider"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
-	"github.com/cmrt/cmrt/id"
 )
 
 // verbsDev is one RDMA device's verbs context, shared by the fabric's QPs
@@ -43,7 +43,7 @@ type gidEntry struct {
 }
 
 // acquireVerbs opens (or shares) the verbs context of device d.
-func (f *Fabric) acquireVerbs(d id.Device) (*verbsDev, error) {
+func (f *Fabric) acquireVerbs(d fabric.Device) (*verbsDev, error) {
 	f.vdMu.Lock()
 	defer f.vdMu.Unlock()
 	if vd := f.vdevs[d.Name]; vd != nil {
@@ -145,7 +145,7 @@ func (vd *verbsDev) asyncLoop() {
 		}
 		switch ev.Type {
 		case uverbs.EventCommEst:
-			_ = q.ep.Notify(id.AsyncCommEst)
+			_ = q.ep.Notify(fabric.AsyncCommEst)
 		case uverbs.EventQPFatal, uverbs.EventQPReqErr, uverbs.EventQPAccessErr:
 			q.fatal()
 		}

@@ -8,8 +8,8 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
-	"github.com/cmrt/cmrt/id"
 )
 
 // vmr is a memory region registered on a QP's protection domain. The
@@ -21,28 +21,28 @@ type vmr struct {
 	handle uint32
 	lkey   uint32
 	rkey   uint32
-	access id.Access
+	access fabric.Access
 	pin    runtime.Pinner
 	live   atomic.Bool
 }
 
-var _ id.MR = (*vmr)(nil)
+var _ fabric.MR = (*vmr)(nil)
 
-// Bytes implements id.MR.
+// Bytes implements fabric.MR.
 func (m *vmr) Bytes() []byte { return m.buf }
 
-// LKey implements id.MR.
+// LKey implements fabric.MR.
 func (m *vmr) LKey() uint32 { return m.lkey }
 
-// RKey implements id.MR.
+// RKey implements fabric.MR.
 func (m *vmr) RKey() uint32 { return m.rkey }
 
-// Addr implements id.MR: the buffer's virtual address, which is what the
+// Addr implements fabric.MR: the buffer's virtual address, which is what the
 // region is registered at (hca_va), so peers name it directly.
 func (m *vmr) Addr() uint64 { return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(m.buf)))) }
 
-// Access implements id.MR.
-func (m *vmr) Access() id.Access { return m.access }
+// Access implements fabric.MR.
+func (m *vmr) Access() fabric.Access { return m.access }
 
 // contains reports whether b lies within the region.
 func (m *vmr) contains(b []byte) bool {
@@ -54,13 +54,13 @@ func (m *vmr) contains(b []byte) bool {
 	return p >= base && p-base <= uintptr(len(m.buf)) && uintptr(len(b)) <= uintptr(len(m.buf))-(p-base)
 }
 
-// RegMR implements id.QP: REG_MR on the QP's protection domain, with the
+// RegMR implements fabric.QP: REG_MR on the QP's protection domain, with the
 // access flags as ibv_access_flags.
-func (q *vqp) RegMR(buf []byte, access id.Access) (id.MR, error) {
+func (q *vqp) RegMR(buf []byte, access fabric.Access) (fabric.MR, error) {
 	if len(buf) == 0 {
 		return nil, fmt.Errorf("kernel: register an empty buffer: %w", syscall.EINVAL)
 	}
-	if access&^(id.AccessLocalWrite|id.AccessRemoteWrite|id.AccessRemoteRead) != 0 {
+	if access&^(fabric.AccessLocalWrite|fabric.AccessRemoteWrite|fabric.AccessRemoteRead) != 0 {
 		return nil, fmt.Errorf("kernel: access flags %#x: %w", uint32(access), syscall.EINVAL)
 	}
 	q.mrMu.Lock()
@@ -88,9 +88,9 @@ func (q *vqp) RegMR(buf []byte, access id.Access) (id.MR, error) {
 	return m, nil
 }
 
-// DeregMR implements id.QP: once it returns the device no longer reaches
+// DeregMR implements fabric.QP: once it returns the device no longer reaches
 // the memory; work requests still naming the region fail.
-func (q *vqp) DeregMR(x id.MR) error {
+func (q *vqp) DeregMR(x fabric.MR) error {
 	m, ok := x.(*vmr)
 	if !ok || m == nil || m.q != q {
 		return fmt.Errorf("kernel: dereg_mr: region not registered on this QP: %w", syscall.EINVAL)
@@ -116,7 +116,7 @@ func (m *vmr) dereg() error {
 }
 
 // region returns the live region of this QP that x is and that holds b.
-func (q *vqp) region(x id.MR, b []byte) (*vmr, error) {
+func (q *vqp) region(x fabric.MR, b []byte) (*vmr, error) {
 	m, ok := x.(*vmr)
 	switch {
 	case !ok || m == nil || m.q != q:

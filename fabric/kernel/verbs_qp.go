@@ -24,6 +24,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/provider"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
@@ -72,7 +73,7 @@ type vqp struct {
 	pendingDB bool
 	destroyed bool
 	swr       provider.SendWR
-	ahs       map[id.AHAttr]udAH
+	ahs       map[fabric.AHAttr]udAH
 
 	rqMu  sync.Mutex
 	rwr   provider.RecvWR
@@ -84,7 +85,7 @@ type vqp struct {
 	mrs  map[*vmr]struct{} // nil once destroyed
 }
 
-var _ id.QP = (*vqp)(nil)
+var _ fabric.QP = (*vqp)(nil)
 
 func queueDepth(n int) (int, error) {
 	switch {
@@ -96,11 +97,11 @@ func queueDepth(n int) (int, error) {
 	return n, nil
 }
 
-// CreateQP implements id.QPCreator: the id must be bound to a device (by
+// CreateQP implements fabric.QPCreator: the id must be bound to a device (by
 // Bind to a device's address, address resolution, or a connection
 // request). Devices without a provider give EOPNOTSUPP naming the one they
 // would need.
-func (ep *endpoint) CreateQP(attr *id.QPInitAttr) (id.QP, error) {
+func (ep *endpoint) CreateQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 	sd, err := queueDepth(attr.Cap.MaxSendWR)
 	if err != nil {
 		return nil, err
@@ -134,7 +135,7 @@ func (ep *endpoint) CreateQP(attr *id.QPInitAttr) (id.QP, error) {
 		return nil, fmt.Errorf("kernel: create_qp: device of GUID %016x not found: %w", guid, syscall.ENODEV)
 	}
 	var local netip.Addr
-	if ep.qp == id.UD {
+	if ep.qp == fabric.UD {
 		r, err := ep.Query()
 		if err != nil {
 			return nil, err
@@ -145,11 +146,11 @@ func (ep *endpoint) CreateQP(attr *id.QPInitAttr) (id.QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	if ep.qp == id.UD && !vd.drv.UD() {
+	if ep.qp == fabric.UD && !vd.drv.UD() {
 		vd.release()
 		return nil, fmt.Errorf("kernel: create_qp: %s (%s) has no UD QPs: %w", d.Name, vd.drv.Name(), syscall.EOPNOTSUPP)
 	}
-	q := &vqp{ep: ep, vd: vd, ud: ep.qp == id.UD, port: max(port, 1), sigAll: attr.SigAll, local: local,
+	q := &vqp{ep: ep, vd: vd, ud: ep.qp == fabric.UD, port: max(port, 1), sigAll: attr.SigAll, local: local,
 		mrs: make(map[*vmr]struct{})}
 	if err := q.create(sd, rd, attr); err != nil {
 		vd.release()
@@ -173,7 +174,7 @@ func (ep *endpoint) CreateQP(attr *id.QPInitAttr) (id.QP, error) {
 }
 
 // create makes the PD, the CQs and the QP, and maps the queues.
-func (q *vqp) create(sd, rd int, attr *id.QPInitAttr) (err error) {
+func (q *vqp) create(sd, rd int, attr *fabric.QPInitAttr) (err error) {
 	vd := q.vd
 	var undo []func()
 	defer func() {
@@ -373,43 +374,43 @@ func (q *vqp) fatal() {
 	}
 }
 
-// Num implements id.QP.
+// Num implements fabric.QP.
 func (q *vqp) Num() uint32 { return q.num }
 
-// SendCQ implements id.QP.
-func (q *vqp) SendCQ() id.CQ { return q.scq }
+// SendCQ implements fabric.QP.
+func (q *vqp) SendCQ() fabric.CQ { return q.scq }
 
-// RecvCQ implements id.QP.
-func (q *vqp) RecvCQ() id.CQ { return q.rcq }
+// RecvCQ implements fabric.QP.
+func (q *vqp) RecvCQ() fabric.CQ { return q.rcq }
 
 // MaxMessageSize returns the largest UD message (the port's active MTU).
 func (q *vqp) MaxMessageSize() int { return q.maxMsg }
 
-func wrOpcode(op id.WROpcode) (uint32, id.WCOpcode, bool) {
+func wrOpcode(op fabric.WROpcode) (uint32, fabric.WCOpcode, bool) {
 	switch op {
-	case id.WRSend:
-		return provider.OpSend, id.WCSend, true
-	case id.WRSendWithInv:
-		return provider.OpSendWithInv, id.WCSend, true
-	case id.WRWrite:
-		return provider.OpRDMAWrite, id.WCRDMAWrite, true
-	case id.WRRead:
-		return provider.OpRDMARead, id.WCRDMARead, true
+	case fabric.WRSend:
+		return provider.OpSend, fabric.WCSend, true
+	case fabric.WRSendWithInv:
+		return provider.OpSendWithInv, fabric.WCSend, true
+	case fabric.WRWrite:
+		return provider.OpRDMAWrite, fabric.WCRDMAWrite, true
+	case fabric.WRRead:
+		return provider.OpRDMARead, fabric.WCRDMARead, true
 	case id.WRSendWithImm:
-		return provider.OpSendWithImm, id.WCSend, true
+		return provider.OpSendWithImm, fabric.WCSend, true
 	case id.WRWriteWithImm:
-		return provider.OpRDMAWriteWithImm, id.WCRDMAWrite, true
+		return provider.OpRDMAWriteWithImm, fabric.WCRDMAWrite, true
 	}
 	return 0, 0, false
 }
 
-// PostSend implements id.QP. Malformed requests (bad opcode, buffer outside
+// PostSend implements fabric.QP. Malformed requests (bad opcode, buffer outside
 // a region of this QP, RDMA Read into a region without local write, UD
 // addressing on RC, inline data over the QP's limit) give EINVAL; a full
 // send queue ENOMEM. Before RTS the request waits in the queue; after the
 // connection is gone it completes at once with WCWRFlushErr. It does not
 // allocate (a UD send to a new address handle creates it once).
-func (q *vqp) PostSend(wr *id.SendWR) error {
+func (q *vqp) PostSend(wr *fabric.SendWR) error {
 	if wr == nil {
 		return einval("post_send: nil work request")
 	}
@@ -421,16 +422,16 @@ func (q *vqp) PostSend(wr *id.SendWR) error {
 		return einval("post_send: %d bytes", len(wr.Buf))
 	}
 	if q.ud {
-		if (wr.Opcode != id.WRSend && wr.Opcode != id.WRSendWithImm) || wr.AH == nil {
+		if (wr.Opcode != fabric.WRSend && wr.Opcode != id.WRSendWithImm) || wr.AH == nil {
 			return einval("post_send: UD QPs send only Sends, with an address handle")
 		}
 	} else if wr.AH != nil || wr.RemoteQPN != 0 || wr.RemoteQKey != 0 {
 		return einval("post_send: UD addressing on an RC QP")
 	}
-	inline := wr.Flags&id.SendInline != 0
+	inline := wr.Flags&fabric.SendInline != 0
 	var m *vmr
 	switch {
-	case inline && wr.Opcode == id.WRRead:
+	case inline && wr.Opcode == fabric.WRRead:
 		return einval("post_send: inline RDMA Read")
 	case inline:
 	case len(wr.Buf) > 0:
@@ -438,7 +439,7 @@ func (q *vqp) PostSend(wr *id.SendWR) error {
 		if m, err = q.region(wr.MR, wr.Buf); err != nil {
 			return fmt.Errorf("post_send: %w", err)
 		}
-		if wr.Opcode == id.WRRead && m.access&id.AccessLocalWrite == 0 {
+		if wr.Opcode == fabric.WRRead && m.access&fabric.AccessLocalWrite == 0 {
 			return einval("post_send: RDMA Read into a region without local write access")
 		}
 	}
@@ -450,11 +451,11 @@ func (q *vqp) PostSend(wr *id.SendWR) error {
 	}
 	if q.state == qpErr {
 		q.sqMu.Unlock()
-		q.scq.push(id.WC{WRID: wr.WRID, Status: id.WCWRFlushErr, Opcode: wcop, ByteLen: uint32(len(wr.Buf)), QPNum: q.num})
+		q.scq.push(fabric.WC{WRID: wr.WRID, Status: fabric.WCWRFlushErr, Opcode: wcop, ByteLen: uint32(len(wr.Buf)), QPNum: q.num})
 		return nil
 	}
 	s := &q.swr
-	*s = provider.SendWR{WRID: wr.WRID, Opcode: op, Flags: uint32(wr.Flags & (id.SendSignaled | id.SendSolicited | id.SendInline)),
+	*s = provider.SendWR{WRID: wr.WRID, Opcode: op, Flags: uint32(wr.Flags & (fabric.SendSignaled | fabric.SendSolicited | fabric.SendInline)),
 		RemoteAddr: wr.RemoteAddr, RKey: wr.RKey}
 	switch {
 	case inline:
@@ -464,7 +465,7 @@ func (q *vqp) PostSend(wr *id.SendWR) error {
 		s.NumSGE = 1
 	}
 	switch wr.Opcode {
-	case id.WRSendWithInv:
+	case fabric.WRSendWithInv:
 		s.Ex = wr.InvalidateRKey
 	case id.WRSendWithImm, id.WRWriteWithImm:
 		s.Ex = htobe32(wr.ImmData)
@@ -477,7 +478,7 @@ func (q *vqp) PostSend(wr *id.SendWR) error {
 		}
 		s.AHNum, s.RemoteQPN, s.RemoteQKey = ah, wr.RemoteQPN, wr.RemoteQKey
 		if s.RemoteQKey&0x80000000 != 0 {
-			s.RemoteQKey = id.UDPQKey // the controlled Q_Key bit: the QP's own
+			s.RemoteQKey = fabric.UDPQKey // the controlled Q_Key bit: the QP's own
 		}
 	}
 	db, err := q.prov.PostSend(s)
@@ -493,10 +494,10 @@ func (q *vqp) PostSend(wr *id.SendWR) error {
 	return postErr("post_send", err)
 }
 
-// PostRecv implements id.QP: receives may be posted from creation on; after
+// PostRecv implements fabric.QP: receives may be posted from creation on; after
 // the connection is gone they complete at once with WCWRFlushErr. A UD
 // receive buffer starts with the 40-byte GRH.
-func (q *vqp) PostRecv(wr *id.RecvWR) error {
+func (q *vqp) PostRecv(wr *fabric.RecvWR) error {
 	if wr == nil {
 		return einval("post_recv: nil work request")
 	}
@@ -506,7 +507,7 @@ func (q *vqp) PostRecv(wr *id.RecvWR) error {
 		if m, err = q.region(wr.MR, wr.Buf); err != nil {
 			return fmt.Errorf("post_recv: %w", err)
 		}
-		if m.access&id.AccessLocalWrite == 0 {
+		if m.access&fabric.AccessLocalWrite == 0 {
 			return einval("post_recv: region without local write access")
 		}
 	}
@@ -520,7 +521,7 @@ func (q *vqp) PostRecv(wr *id.RecvWR) error {
 	}
 	if q.state == qpErr {
 		q.rqMu.Unlock()
-		q.rcq.push(id.WC{WRID: wr.WRID, Status: id.WCWRFlushErr, Opcode: id.WCRecv, QPNum: q.num})
+		q.rcq.push(fabric.WC{WRID: wr.WRID, Status: fabric.WCWRFlushErr, Opcode: fabric.WCRecv, QPNum: q.num})
 		return nil
 	}
 	r := &q.rwr
@@ -550,7 +551,7 @@ func postErr(op string, err error) error {
 	return fmt.Errorf("kernel: %s: %w", op, err)
 }
 
-// Destroy implements id.QP: the QP and its queues are destroyed, its
+// Destroy implements fabric.QP: the QP and its queues are destroyed, its
 // regions deregistered; the completion queues' waiters return EBADF.
 // Destroying twice gives EINVAL.
 func (q *vqp) Destroy() error {

@@ -11,11 +11,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/provider"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/provider/providertest"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/provider/rxe"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
-	"github.com/cmrt/cmrt/id"
 )
 
 // A simulated rxe device for the data path's glue: the rxe provider over
@@ -288,7 +288,7 @@ func (s *simKernel) close() {
 
 // region registers buf on the simulated QP without a kernel: the key is
 // what matters to the provider.
-func (s *simKernel) region(buf []byte, a id.Access) *vmr {
+func (s *simKernel) region(buf []byte, a fabric.Access) *vmr {
 	m := &vmr{q: s.q, buf: buf, handle: 1, lkey: 0x100 + uint32(len(s.q.mrs)), rkey: 0x200, access: a}
 	m.live.Store(true)
 	s.q.mrs[m] = struct{}{}

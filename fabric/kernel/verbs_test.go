@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
-	"github.com/cmrt/cmrt/id"
 )
 
 // waitFor polls cond until it holds or a generous deadline passes.
@@ -30,11 +30,11 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // pollOne waits (with Wait) for one completion of cq.
-func pollOne(t *testing.T, cq id.CQ) id.WC {
+func pollOne(t *testing.T, cq fabric.CQ) fabric.WC {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var wc [1]id.WC
+	var wc [1]fabric.WC
 	for {
 		if cq.Poll(wc[:]) == 1 {
 			return wc[0]
@@ -49,35 +49,35 @@ func TestVerbsSendAndReceive(t *testing.T) {
 	s := newSim(t, false, qpRTS)
 	q := s.q
 	buf := make([]byte, 256)
-	m := s.region(buf, id.AccessLocalWrite)
-	if err := q.PostRecv(&id.RecvWR{WRID: 7, Buf: buf[:128], MR: m}); err != nil {
+	m := s.region(buf, fabric.AccessLocalWrite)
+	if err := q.PostRecv(&fabric.RecvWR{WRID: 7, Buf: buf[:128], MR: m}); err != nil {
 		t.Fatal(err)
 	}
 	if !s.deliver([]byte("hello"), [4]byte{}, 0) {
 		t.Fatal("no receive posted")
 	}
 	wc := pollOne(t, q.RecvCQ())
-	if wc.WRID != 7 || wc.Status != id.WCSuccess || wc.Opcode != id.WCRecv || wc.ByteLen != 5 || string(buf[:5]) != "hello" || wc.GRH {
+	if wc.WRID != 7 || wc.Status != fabric.WCSuccess || wc.Opcode != fabric.WCRecv || wc.ByteLen != 5 || string(buf[:5]) != "hello" || wc.GRH {
 		t.Fatalf("receive %+v, data %q", wc, buf[:5])
 	}
 	// A signaled send rings the doorbell and completes; an unsignaled one
 	// does not complete.
-	if err := q.PostSend(&id.SendWR{WRID: 8, Opcode: id.WRSend, Buf: buf[:10], MR: m}); err != nil {
+	if err := q.PostSend(&fabric.SendWR{WRID: 8, Opcode: fabric.WRSend, Buf: buf[:10], MR: m}); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.PostSend(&id.SendWR{WRID: 9, Opcode: id.WRWrite, Flags: id.SendSignaled, Buf: buf[:20], MR: m,
+	if err := q.PostSend(&fabric.SendWR{WRID: 9, Opcode: fabric.WRWrite, Flags: fabric.SendSignaled, Buf: buf[:20], MR: m,
 		RemoteAddr: 0x1000, RKey: 5}); err != nil {
 		t.Fatal(err)
 	}
 	wc = pollOne(t, q.SendCQ())
-	if wc.WRID != 9 || wc.Opcode != id.WCRDMAWrite || wc.ByteLen != 20 || wc.QPNum != 0x11 {
+	if wc.WRID != 9 || wc.Opcode != fabric.WCRDMAWrite || wc.ByteLen != 20 || wc.QPNum != 0x11 {
 		t.Fatalf("send completion %+v", wc)
 	}
 	if n := s.doorbel.Load(); n != 2 {
 		t.Fatalf("%d doorbells", n)
 	}
 	// Inline data needs no region.
-	if err := q.PostSend(&id.SendWR{WRID: 10, Opcode: id.WRSend, Flags: id.SendInline | id.SendSignaled, Buf: []byte("inline")}); err != nil {
+	if err := q.PostSend(&fabric.SendWR{WRID: 10, Opcode: fabric.WRSend, Flags: fabric.SendInline | fabric.SendSignaled, Buf: []byte("inline")}); err != nil {
 		t.Fatal(err)
 	}
 	if wc = pollOne(t, q.SendCQ()); wc.WRID != 10 || wc.ByteLen != 6 {
@@ -91,7 +91,7 @@ func TestVerbsSendsWaitForRTS(t *testing.T) {
 	s := newSim(t, false, qpInit)
 	q := s.q
 	for k := 0; k < 3; k++ {
-		if err := q.PostSend(&id.SendWR{WRID: uint64(k), Opcode: id.WRSend, Flags: id.SendSignaled | id.SendInline, Buf: []byte("x")}); err != nil {
+		if err := q.PostSend(&fabric.SendWR{WRID: uint64(k), Opcode: fabric.WRSend, Flags: fabric.SendSignaled | fabric.SendInline, Buf: []byte("x")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -99,7 +99,7 @@ func TestVerbsSendsWaitForRTS(t *testing.T) {
 	if n := s.doorbel.Load(); n != 0 {
 		t.Fatalf("%d doorbells before RTS", n)
 	}
-	if q.SendCQ().Poll(make([]id.WC, 4)) != 0 {
+	if q.SendCQ().Poll(make([]fabric.WC, 4)) != 0 {
 		t.Fatal("completion before RTS")
 	}
 	q.toRTS()
@@ -119,15 +119,15 @@ func TestVerbsFlushAfterError(t *testing.T) {
 	s := newSim(t, false, qpRTS)
 	q := s.q
 	buf := make([]byte, 64)
-	m := s.region(buf, id.AccessLocalWrite)
+	m := s.region(buf, fabric.AccessLocalWrite)
 	q.sqMu.Lock()
 	q.rqMu.Lock()
 	q.state = qpErr // what toErr leaves (its MODIFY_QP needs a kernel)
 	q.rqMu.Unlock()
 	q.sqMu.Unlock()
-	got := make(chan id.WC, 1)
+	got := make(chan fabric.WC, 1)
 	go func() {
-		var wc [1]id.WC
+		var wc [1]fabric.WC
 		for q.RecvCQ().Poll(wc[:]) == 0 {
 			if err := q.RecvCQ().Wait(context.Background()); err != nil {
 				return
@@ -136,28 +136,28 @@ func TestVerbsFlushAfterError(t *testing.T) {
 		got <- wc[0]
 	}()
 	time.Sleep(20 * time.Millisecond)
-	if err := q.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
+	if err := q.PostRecv(&fabric.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case wc := <-got:
-		if wc.WRID != 1 || wc.Status != id.WCWRFlushErr || wc.Opcode != id.WCRecv {
+		if wc.WRID != 1 || wc.Status != fabric.WCWRFlushErr || wc.Opcode != fabric.WCRecv {
 			t.Fatalf("flushed receive %+v", wc)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the waiter did not see the flushed receive")
 	}
 	for k := 2; k < 5; k++ {
-		if err := q.PostSend(&id.SendWR{WRID: uint64(k), Opcode: id.WRSend, Buf: buf[:8], MR: m}); err != nil {
+		if err := q.PostSend(&fabric.SendWR{WRID: uint64(k), Opcode: fabric.WRSend, Buf: buf[:8], MR: m}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	wcs := make([]id.WC, 8)
+	wcs := make([]fabric.WC, 8)
 	if n := q.SendCQ().Poll(wcs); n != 3 {
 		t.Fatalf("%d flushed sends", n)
 	}
 	for k, wc := range wcs[:3] {
-		if wc.WRID != uint64(k+2) || wc.Status != id.WCWRFlushErr || wc.Opcode != id.WCSend || wc.ByteLen != 8 {
+		if wc.WRID != uint64(k+2) || wc.Status != fabric.WCWRFlushErr || wc.Opcode != fabric.WCSend || wc.ByteLen != 8 {
 			t.Fatalf("flushed send %d: %+v", k, wc)
 		}
 	}
@@ -171,29 +171,29 @@ func TestVerbsBadRequests(t *testing.T) {
 	other := newSim(t, false, qpRTS)
 	q := s.q
 	buf := make([]byte, 64)
-	m := s.region(buf, id.AccessLocalWrite)
+	m := s.region(buf, fabric.AccessLocalWrite)
 	ro := s.region(make([]byte, 64), 0)
-	foreign := other.region(make([]byte, 64), id.AccessLocalWrite)
-	dead := s.region(make([]byte, 64), id.AccessLocalWrite)
+	foreign := other.region(make([]byte, 64), fabric.AccessLocalWrite)
+	dead := s.region(make([]byte, 64), fabric.AccessLocalWrite)
 	dead.live.Store(false)
 	outside := make([]byte, 8)
-	for name, wr := range map[string]*id.SendWR{
+	for name, wr := range map[string]*fabric.SendWR{
 		"nil":              nil,
 		"opcode":           {Opcode: 99},
-		"no region":        {Opcode: id.WRSend, Buf: buf},
-		"other QP's":       {Opcode: id.WRSend, Buf: foreign.buf, MR: foreign},
-		"deregistered":     {Opcode: id.WRSend, Buf: dead.buf, MR: dead},
-		"outside":          {Opcode: id.WRSend, Buf: outside, MR: m},
-		"read into ro":     {Opcode: id.WRRead, Buf: ro.buf, MR: ro},
-		"inline read":      {Opcode: id.WRRead, Flags: id.SendInline, Buf: buf[:4]},
-		"inline too large": {Opcode: id.WRSend, Flags: id.SendInline, Buf: make([]byte, 65)},
-		"UD addressing":    {Opcode: id.WRSend, Buf: buf, MR: m, AH: &id.AHAttr{}, RemoteQPN: 1},
+		"no region":        {Opcode: fabric.WRSend, Buf: buf},
+		"other QP's":       {Opcode: fabric.WRSend, Buf: foreign.buf, MR: foreign},
+		"deregistered":     {Opcode: fabric.WRSend, Buf: dead.buf, MR: dead},
+		"outside":          {Opcode: fabric.WRSend, Buf: outside, MR: m},
+		"read into ro":     {Opcode: fabric.WRRead, Buf: ro.buf, MR: ro},
+		"inline read":      {Opcode: fabric.WRRead, Flags: fabric.SendInline, Buf: buf[:4]},
+		"inline too large": {Opcode: fabric.WRSend, Flags: fabric.SendInline, Buf: make([]byte, 65)},
+		"UD addressing":    {Opcode: fabric.WRSend, Buf: buf, MR: m, AH: &fabric.AHAttr{}, RemoteQPN: 1},
 	} {
 		if err := q.PostSend(wr); !errors.Is(err, syscall.EINVAL) {
 			t.Errorf("send %s: %v, want EINVAL", name, err)
 		}
 	}
-	for name, wr := range map[string]*id.RecvWR{
+	for name, wr := range map[string]*fabric.RecvWR{
 		"nil":          nil,
 		"no region":    {Buf: buf},
 		"other QP's":   {Buf: foreign.buf, MR: foreign},
@@ -211,7 +211,7 @@ func TestVerbsBadRequests(t *testing.T) {
 	// A full queue is ENOMEM.
 	var err error
 	for k := 0; k < 100 && err == nil; k++ {
-		err = q.PostRecv(&id.RecvWR{Buf: buf, MR: m})
+		err = q.PostRecv(&fabric.RecvWR{Buf: buf, MR: m})
 	}
 	if !errors.Is(err, syscall.ENOMEM) {
 		t.Fatalf("full receive queue: %v", err)
@@ -244,7 +244,7 @@ func eventually(t *testing.T, fd int, want bool, what string) {
 	}
 }
 
-// TestVerbsCQFdLevel checks id.CQ's promise on the kernel fabric: Fd is
+// TestVerbsCQFdLevel checks fabric.CQ's promise on the kernel fabric: Fd is
 // readable exactly while completions are queued, across partial polls,
 // software completions, and notifications that come after their
 // completion was taken (rxe's tasklet).
@@ -255,13 +255,13 @@ func TestVerbsCQFdLevel(t *testing.T) {
 			s.late.Store(int64(late))
 			q := s.q
 			buf := make([]byte, 64)
-			m := s.region(buf, id.AccessLocalWrite)
+			m := s.region(buf, fabric.AccessLocalWrite)
 			fd := q.RecvCQ().Fd()
 			if fd < 0 || pollable(t, fd) {
 				t.Fatalf("fd %d readable on an empty queue", fd)
 			}
 			for k := 0; k < 8; k++ {
-				if err := q.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: buf, MR: m}); err != nil {
+				if err := q.PostRecv(&fabric.RecvWR{WRID: uint64(k), Buf: buf, MR: m}); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -270,7 +270,7 @@ func TestVerbsCQFdLevel(t *testing.T) {
 				s.deliver([]byte("b"), [4]byte{}, 0)
 				s.deliver([]byte("c"), [4]byte{}, 0)
 				eventually(t, fd, true, "three completions")
-				wcs := make([]id.WC, 2)
+				wcs := make([]fabric.WC, 2)
 				if n := q.RecvCQ().Poll(wcs); n != 2 {
 					t.Fatalf("round %d: polled %d", round, n)
 				}
@@ -293,15 +293,15 @@ func TestVerbsCQFdLevel(t *testing.T) {
 					time.Sleep(time.Millisecond)
 				}
 				for k := 0; k < 3; k++ {
-					if err := q.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: buf, MR: m}); err != nil {
+					if err := q.PostRecv(&fabric.RecvWR{WRID: uint64(k), Buf: buf, MR: m}); err != nil {
 						t.Fatal(err)
 					}
 				}
 			}
 			// A software completion makes it readable too.
-			q.rcq.push(id.WC{WRID: 99, Status: id.WCWRFlushErr})
+			q.rcq.push(fabric.WC{WRID: 99, Status: fabric.WCWRFlushErr})
 			eventually(t, fd, true, "a software completion")
-			if n := q.RecvCQ().Poll(make([]id.WC, 4)); n != 1 {
+			if n := q.RecvCQ().Poll(make([]fabric.WC, 4)); n != 1 {
 				t.Fatalf("software completion: polled %d", n)
 			}
 			eventually(t, fd, false, "drained")
@@ -317,18 +317,18 @@ func TestVerbsCQWaitLateNotification(t *testing.T) {
 	s.late.Store(int64(20 * time.Millisecond))
 	q := s.q
 	buf := make([]byte, 64)
-	m := s.region(buf, id.AccessLocalWrite)
+	m := s.region(buf, fabric.AccessLocalWrite)
 	for k := 0; k < 20; k++ {
-		if err := q.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: buf, MR: m}); err != nil {
+		if err := q.PostRecv(&fabric.RecvWR{WRID: uint64(k), Buf: buf, MR: m}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for k := 0; k < 10; k++ {
-		done := make(chan id.WC, 1)
+		done := make(chan fabric.WC, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			var wc [1]id.WC
+			var wc [1]fabric.WC
 			for q.RecvCQ().Poll(wc[:]) == 0 {
 				if err := q.RecvCQ().Wait(ctx); err != nil {
 					t.Error(err)
@@ -361,7 +361,7 @@ func TestVerbsCQClosed(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Wait did not return after close")
 	}
-	if cq.Fd() != -1 || cq.Poll(make([]id.WC, 1)) != 0 {
+	if cq.Fd() != -1 || cq.Poll(make([]fabric.WC, 1)) != 0 {
 		t.Fatal("destroyed queue still usable")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -374,8 +374,8 @@ func TestVerbsCQClosed(t *testing.T) {
 func TestVerbsUDReceiveSource(t *testing.T) {
 	s := newSim(t, true, qpRTS)
 	buf := make([]byte, 128)
-	m := s.region(buf, id.AccessLocalWrite)
-	if err := s.q.PostRecv(&id.RecvWR{WRID: 3, Buf: buf, MR: m}); err != nil {
+	m := s.region(buf, fabric.AccessLocalWrite)
+	if err := s.q.PostRecv(&fabric.RecvWR{WRID: 3, Buf: buf, MR: m}); err != nil {
 		t.Fatal(err)
 	}
 	s.deliver([]byte("datagram"), [4]byte{10, 0, 0, 9}, 0x77)
@@ -473,10 +473,10 @@ func TestVerbsNoAllocation(t *testing.T) {
 	s := newSim(t, false, qpRTS)
 	q := s.q
 	buf := make([]byte, 64)
-	m := s.region(buf, id.AccessLocalWrite)
-	swr := &id.SendWR{WRID: 1, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: buf[:32], MR: m}
-	rwr := &id.RecvWR{WRID: 2, Buf: buf, MR: m}
-	wcs := make([]id.WC, 4)
+	m := s.region(buf, fabric.AccessLocalWrite)
+	swr := &fabric.SendWR{WRID: 1, Opcode: fabric.WRSend, Flags: fabric.SendSignaled, Buf: buf[:32], MR: m}
+	rwr := &fabric.RecvWR{WRID: 2, Buf: buf, MR: m}
+	wcs := make([]fabric.WC, 4)
 	scq, rcq := q.SendCQ(), q.RecvCQ()
 	msg := []byte("m")
 	allocs := testing.AllocsPerRun(200, func() {
@@ -507,10 +507,10 @@ func BenchmarkVerbsPostPoll(b *testing.B) {
 	s := newSim(b, false, qpRTS)
 	q := s.q
 	buf := make([]byte, 64)
-	m := s.region(buf, id.AccessLocalWrite)
-	swr := &id.SendWR{WRID: 1, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: buf[:32], MR: m}
-	rwr := &id.RecvWR{WRID: 2, Buf: buf, MR: m}
-	wcs := make([]id.WC, 4)
+	m := s.region(buf, fabric.AccessLocalWrite)
+	swr := &fabric.SendWR{WRID: 1, Opcode: fabric.WRSend, Flags: fabric.SendSignaled, Buf: buf[:32], MR: m}
+	rwr := &fabric.RecvWR{WRID: 2, Buf: buf, MR: m}
+	wcs := make([]fabric.WC, 4)
 	scq, rcq := q.SendCQ(), q.RecvCQ()
 	msg := []byte("m")
 	b.ReportAllocs()
@@ -559,10 +559,10 @@ func TestVerbsAsyncEvents(t *testing.T) {
 		defer q.sqMu.Unlock()
 		return q.state == qpErr
 	})
-	if err := q.PostSend(&id.SendWR{WRID: 5, Opcode: id.WRSend, Flags: id.SendInline, Buf: []byte("x")}); err != nil {
+	if err := q.PostSend(&fabric.SendWR{WRID: 5, Opcode: fabric.WRSend, Flags: fabric.SendInline, Buf: []byte("x")}); err != nil {
 		t.Fatal(err)
 	}
-	if wc := pollOne(t, q.SendCQ()); wc.WRID != 5 || wc.Status != id.WCWRFlushErr {
+	if wc := pollOne(t, q.SendCQ()); wc.WRID != 5 || wc.Status != fabric.WCWRFlushErr {
 		t.Fatalf("send after QP_FATAL: %+v", wc)
 	}
 	_ = vd.ctx.Close()

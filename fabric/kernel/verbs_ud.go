@@ -7,9 +7,9 @@ import (
 	"syscall"
 	"unsafe"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/provider"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
-	"github.com/cmrt/cmrt/id"
 )
 
 // UD: address handles, the sources of receives, multicast attachment.
@@ -42,7 +42,7 @@ func unsafeData(b []byte) *byte { return unsafe.SliceData(b) }
 // RoCE v2 source GID of the destination's family: handles built by hand
 // (from a completion's source, say) get the QP's own, and a hop limit of
 // 64 when they have none. q.sqMu is held.
-func (q *vqp) ahLocked(a *id.AHAttr) (uint32, error) {
+func (q *vqp) ahLocked(a *fabric.AHAttr) (uint32, error) {
 	if e, ok := q.ahs[*a]; ok {
 		return e.num, nil
 	}
@@ -75,7 +75,7 @@ func (q *vqp) ahLocked(a *id.AHAttr) (uint32, error) {
 		return 0, err
 	}
 	if q.ahs == nil {
-		q.ahs = make(map[id.AHAttr]udAH)
+		q.ahs = make(map[fabric.AHAttr]udAH)
 	}
 	q.ahs[*a] = udAH{handle: h, num: num}
 	return num, nil
@@ -91,7 +91,7 @@ func (q *vqp) destroyAHsLocked() {
 
 // udRecvDone completes a UD receive: the oldest posted buffer is this
 // one; its GRH names the sender. Called from the receive queue's Poll.
-func (q *vqp) udRecvDone(w *provider.WC, out *id.WC) {
+func (q *vqp) udRecvDone(w *provider.WC, out *fabric.WC) {
 	q.rqMu.Lock()
 	var buf []byte
 	if q.rlen > 0 {
