@@ -13,6 +13,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -24,7 +25,7 @@ func (f Func) HandleEvent(ev *id.Event) error { return f(ev) }
 
 // table is an immutable snapshot of a Mux's handlers.
 type table struct {
-	byType [id.NumEventTypes]id.Handler
+	byType [fabric.NumEventTypes]id.Handler
 	def    id.Handler
 }
 
@@ -53,7 +54,7 @@ func (m *Mux) update(fn func(*table)) *Mux {
 
 // Handle registers h for events of type t, replacing any handler before.
 func (m *Mux) Handle(t id.EventType, h id.Handler) *Mux {
-	if t < 0 || t >= id.NumEventTypes {
+	if t < 0 || t >= fabric.NumEventTypes {
 		panic(fmt.Sprintf("handlers: event type %d out of range", t))
 	}
 	if h == nil {
@@ -72,7 +73,7 @@ func (m *Mux) HandleFunc(t id.EventType, f func(*id.Event) error) *Mux {
 
 // Remove unregisters the handler of type t.
 func (m *Mux) Remove(t id.EventType) *Mux {
-	if t < 0 || t >= id.NumEventTypes {
+	if t < 0 || t >= fabric.NumEventTypes {
 		panic(fmt.Sprintf("handlers: event type %d out of range", t))
 	}
 	return m.update(func(tb *table) { tb.byType[t] = nil })
@@ -95,7 +96,7 @@ func (m *Mux) Lookup(t id.EventType) id.Handler {
 	if tb == nil {
 		return nil
 	}
-	if t >= 0 && t < id.NumEventTypes && tb.byType[t] != nil {
+	if t >= 0 && t < fabric.NumEventTypes && tb.byType[t] != nil {
 		return tb.byType[t]
 	}
 	return tb.def

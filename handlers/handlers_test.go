@@ -5,6 +5,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
 )
@@ -35,19 +36,19 @@ func TestTypedMethodsRouteTheirType(t *testing.T) {
 		id.EventAddrInfoResolved: m.OnAddrInfoResolved, id.EventAddrInfoError: m.OnAddrInfoError,
 		id.EventUser: m.OnUser,
 	}
-	if len(regs) != id.NumEventTypes {
-		t.Fatalf("%d typed methods for %d event types", len(regs), id.NumEventTypes)
+	if len(regs) != fabric.NumEventTypes {
+		t.Fatalf("%d typed methods for %d event types", len(regs), fabric.NumEventTypes)
 	}
 	for typ, on := range regs {
 		on(rec(typ))
 	}
-	for typ := id.EventType(0); typ < id.NumEventTypes; typ++ {
+	for typ := id.EventType(0); typ < fabric.NumEventTypes; typ++ {
 		if err := m.HandleEvent(&id.Event{Type: typ}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(got) != id.NumEventTypes {
-		t.Fatalf("%d dispatches, want %d", len(got), id.NumEventTypes)
+	if len(got) != fabric.NumEventTypes {
+		t.Fatalf("%d dispatches, want %d", len(got), fabric.NumEventTypes)
 	}
 	for k, typ := range got {
 		if typ != id.EventType(k) {
@@ -82,7 +83,7 @@ func TestRegistrationMisusePanics(t *testing.T) {
 	for name, fn := range map[string]func(){
 		"nil handler":   func() { handlers.New().Handle(id.EventUser, nil) },
 		"nil func":      func() { handlers.New().HandleFunc(id.EventUser, nil) },
-		"type too big":  func() { handlers.New().HandleFunc(id.NumEventTypes, func(*id.Event) error { return nil }) },
+		"type too big":  func() { handlers.New().HandleFunc(fabric.NumEventTypes, func(*id.Event) error { return nil }) },
 		"negative type": func() { handlers.New().Remove(-1) },
 		"nil default":   func() { handlers.New().Default(nil) },
 	} {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/goid"
 )
 
@@ -64,10 +65,10 @@ type Event struct {
 	// Seq is the event's sequence number in its id's journal.
 	Seq uint64
 
-	raw       RawEvent
+	raw       fabric.RawEvent
 	owner     *ID        // whose event count it is (the listener for CONNECT_REQUEST)
 	mc        *multicast // the join of a MULTICAST_* event
-	src       EventSource
+	src       fabric.EventSource
 	st        atomic.Uint32 // evAcked, evHandling, evCounted
 	pooled    bool          // the library's (TakeEvent): recycled when Handle returns
 	syncOwned bool          // held by a synchronous id, which acknowledges it
@@ -106,7 +107,7 @@ func (ev *Event) PrivateData() []byte {
 }
 
 // Source returns the event source the event came from.
-func (ev *Event) Source() EventSource { return ev.src }
+func (ev *Event) Source() fabric.EventSource { return ev.src }
 
 // count does the accounting of one acknowledgement. The caller has set
 // evCounted: it runs once per event.

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/goid"
 )
 
@@ -14,7 +16,7 @@ import (
 // events to. channel.Channel implements it.
 type Channel interface {
 	// Source returns the channel's fabric event source.
-	Source() EventSource
+	Source() fabric.EventSource
 }
 
 // ID is a communication identifier, as struct rdma_cm_id. Its methods are
@@ -22,18 +24,18 @@ type Channel interface {
 // meant to be issued in order by one owner.
 type ID struct {
 	uid     uint64
-	fabric  Fabric
+	fabric  fabric.Fabric
 	ps      PortSpace
 	qpType  QPType
-	journal *Journal
+	journal *journal.Journal
 
 	mu        sync.Mutex
 	cond      sync.Cond // signalled when completed grows, on mu
 	state     State
-	ch        Channel     // nil for a synchronous id
-	src       EventSource // ch's source, or the private one
+	ch        Channel            // nil for a synchronous id
+	src       fabric.EventSource // ch's source, or the private one
 	sync      bool
-	ep        Endpoint
+	ep        fabric.Endpoint
 	userCtx   any
 	event     *Event // the current event of a synchronous id
 	parent    uint64 // the listener's handle, for ids born from a request
@@ -60,8 +62,8 @@ type Option func(*createOptions)
 
 type createOptions struct {
 	qp      QPType
-	fabric  Fabric
-	journal *Journal
+	fabric  fabric.Fabric
+	journal *journal.Journal
 }
 
 // WithQPType selects the QP type of a PSIB id (RC or UD); other port spaces
@@ -70,11 +72,11 @@ func WithQPType(t QPType) Option { return func(o *createOptions) { o.qp = t } }
 
 // WithFabric selects the fabric of a synchronous id (one created without a
 // channel); ids on a channel use the channel's fabric.
-func WithFabric(f Fabric) Option { return func(o *createOptions) { o.fabric = f } }
+func WithFabric(f fabric.Fabric) Option { return func(o *createOptions) { o.fabric = f } }
 
 // WithJournal records the id's calls and events in j instead of the default
 // journal.
-func WithJournal(j *Journal) Option { return func(o *createOptions) { o.journal = j } }
+func WithJournal(j *journal.Journal) Option { return func(o *createOptions) { o.journal = j } }
 
 // Create creates an id, as rdma_create_id. With a nil channel the id is
 // synchronous: it gets a private channel on the default fabric (or the one
@@ -91,7 +93,7 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 	if ch != nil && isNilPointer(ch) {
 		return nil, errorf("create_id", syscall.EINVAL, "nil %T channel (pass an untyped nil for a synchronous id)", ch)
 	}
-	o := createOptions{qp: ps.DefaultQPType(), journal: defaultJournal}
+	o := createOptions{qp: ps.DefaultQPType(), journal: journal.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -104,7 +106,7 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 		f := o.fabric
 		if f == nil {
 			var err error
-			if f, err = DefaultFabric(); err != nil {
+			if f, err = fabric.Default(); err != nil {
 				return nil, err
 			}
 		}
@@ -131,7 +133,7 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 	}
 	i.ep = ep
 	i.chNum = sourceNumber(i.src)
-	i.record(CallCreate, nil)
+	i.record(journal.CallCreate, nil)
 	return i, nil
 }
 
@@ -143,12 +145,12 @@ func isNilPointer(v any) bool {
 
 // record journals a call and its outcome. It must be called with i.mu held
 // or before the id is shared.
-func (i *ID) record(c Call, err error) {
-	r := Record{ID: i.uid, Parent: i.parent, Channel: i.chNum, Kind: KindCall, QPType: i.qpType, Call: c, State: i.state}
+func (i *ID) record(c journal.Call, err error) {
+	r := journal.Record{ID: i.uid, Parent: i.parent, Channel: i.chNum, Kind: journal.KindCall, QPType: i.qpType, Call: c, State: i.state}
 	if err != nil {
 		r.Status = int32(errnoOf(err))
 	}
-	i.journal.add(r)
+	i.journal.Add(r)
 }
 
 func errnoOf(err error) syscall.Errno {
@@ -184,7 +186,7 @@ func (i *ID) PortSpace() PortSpace { return i.ps }
 func (i *ID) QPType() QPType { return i.qpType }
 
 // Fabric returns the fabric the id lives on.
-func (i *ID) Fabric() Fabric { return i.fabric }
+func (i *ID) Fabric() fabric.Fabric { return i.fabric }
 
 // Channel returns the id's event channel, or nil for a synchronous id.
 func (i *ID) Channel() Channel {
@@ -209,7 +211,7 @@ func (i *ID) State() State {
 
 // Endpoint returns the fabric endpoint behind the id, for fabric-specific
 // extensions (the data path). It is nil after Destroy.
-func (i *ID) Endpoint() Endpoint {
+func (i *ID) Endpoint() fabric.Endpoint {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.state == StateDestroyed {
@@ -220,11 +222,11 @@ func (i *ID) Endpoint() Endpoint {
 
 // Route returns what the fabric knows of the id's addresses, device and
 // path; the zero Route after Destroy.
-func (i *ID) Route() Route {
+func (i *ID) Route() fabric.Route {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.state == StateDestroyed {
-		return Route{}
+		return fabric.Route{}
 	}
 	r, _ := i.ep.Query()
 	return r
@@ -368,7 +370,7 @@ func (i *ID) Destroy() error {
 	}
 	i.state = StateDestroyed
 	i.destroyed.Store(true)
-	i.record(CallDestroy, nil)
+	i.record(journal.CallDestroy, nil)
 	old := i.takeEvent()
 	mcs := i.mcs
 	i.mcs = nil
@@ -416,8 +418,8 @@ func (i *ID) finalize() {
 }
 
 // usable returns EINVAL for a destroyed id (and ENXIO-like misuse).
-func (i *ID) checkCall(c Call) (State, error) {
-	next, ok := CallAllowed(i.state, c, i.qpType)
+func (i *ID) checkCall(c journal.Call) (State, error) {
+	next, ok := journal.CallAllowed(i.state, c, i.qpType)
 	if ok {
 		return next, nil
 	}

@@ -1,6 +1,11 @@
 package id
 
-import "syscall"
+import (
+	"syscall"
+
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/id/journal"
+)
 
 // Migrate moves the id to another event channel, as rdma_migrate_id: events
 // still queued for it move too, and Migrate waits until the events already
@@ -10,11 +15,11 @@ import "syscall"
 // is EINVAL, as is a channel of another fabric.
 func (i *ID) Migrate(ch Channel) error {
 	i.mu.Lock()
-	_, err := i.checkCall(CallMigrate)
+	_, err := i.checkCall(journal.CallMigrate)
 	if err == nil && ch == nil && i.sync {
 		err = errorf("migrate_id", syscall.EINVAL, "id %d is already synchronous", i.uid)
 	}
-	var dst EventSource
+	var dst fabric.EventSource
 	if err == nil {
 		if ch == nil {
 			dst, err = i.fabric.Open()
@@ -28,7 +33,7 @@ func (i *ID) Migrate(ch Channel) error {
 		}
 	}
 	if err != nil {
-		i.record(CallMigrate, err)
+		i.record(journal.CallMigrate, err)
 		i.mu.Unlock()
 		return wrap("migrate_id", err)
 	}
@@ -36,7 +41,7 @@ func (i *ID) Migrate(ch Channel) error {
 	old := i.takeEvent()
 	i.src, i.ch, i.sync = dst, ch, ch == nil
 	i.chNum = sourceNumber(dst)
-	i.record(CallMigrate, nil)
+	i.record(journal.CallMigrate, nil)
 	i.mu.Unlock()
 
 	ackTaken(old)

@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // multicast is one join of an id to a group.
@@ -53,7 +55,7 @@ func (i *ID) JoinMulticastContext(ctx context.Context, group netip.Addr, flags J
 		return errorf("join_multicast", syscall.EINVAL, "multicast needs a UD id, this one is %s", i.qpType)
 	}
 	group = group.Unmap()
-	return i.runAsync(ctx, CallJoin, func() error {
+	return i.runAsync(ctx, journal.CallJoin, func() error {
 		if _, dup := i.mcs[group]; dup {
 			return errorf("join_multicast", syscall.EADDRINUSE, "already joined %s", group)
 		}
@@ -79,7 +81,7 @@ func (i *ID) JoinMulticastContext(ctx context.Context, group netip.Addr, flags J
 func (i *ID) LeaveMulticast(group netip.Addr) error {
 	group = group.Unmap()
 	var mc *multicast
-	err := i.run(CallLeave, func() error {
+	err := i.run(journal.CallLeave, func() error {
 		mc = i.mcs[group]
 		if mc == nil {
 			return errorf("leave_multicast", syscall.EADDRNOTAVAIL, "%s not joined", group)

@@ -13,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/goid"
 	"github.com/cmrt/cmrt/poll"
@@ -37,7 +38,7 @@ type Channel interface {
 type registration struct {
 	key     uint64
 	ch      Channel
-	src     id.EventSource
+	src     fabric.EventSource
 	fd      int // the owner's descriptor, for logs
 	pfd     int // the reactor's duplicate of fd: what epoll watches
 	h       id.Handler

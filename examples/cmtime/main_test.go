@@ -330,7 +330,7 @@ func TestKernelFabricWithoutDevice(t *testing.T) {
 func TestNoFabric(t *testing.T) {
 	t.Setenv("CMRT_FABRIC", "bogus")
 	r := cmtime("-p", strconv.Itoa(tooltest.FreePorts(t, 2)))
-	want := `No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC="bogus" (registered: "kernel" (github.com/cmrt/cmrt/fabric/kernel), "soft" (github.com/cmrt/cmrt/fabric/soft)): no such device)` +
+	want := `No RDMA devices were detected (cmrt: create_event_channel: no fabric CMRT_FABRIC="bogus" (registered: "kernel" (github.com/cmrt/cmrt/fabric/kernel), "soft" (github.com/cmrt/cmrt/fabric/soft)): no such device)` +
 		"\ncreate_event_channel: No such device\n"
 	if r.rc != 1 || r.stdout != "" || r.stderr != want {
 		t.Errorf("exit %d\nstdout %q\nstderr %q\nwant   %q", r.rc, r.stdout, r.stderr, want)

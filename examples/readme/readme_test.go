@@ -23,6 +23,7 @@ import (
 
 	"github.com/cmrt/cmrt/examples/internal/tooltest"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 func TestMain(m *testing.M) { tooltest.Main(m) }
@@ -205,8 +206,8 @@ func TestTour(t *testing.T) {
 		// As ID.Connect's doc says: on the software fabric an id with no
 		// QP is ESTABLISHED without CONNECT_RESPONSE, and Establish is
 		// EINVAL.
-		for _, r := range id.DefaultJournal().RecordsOf(cm.Handle()) {
-			if r.Kind == id.KindEvent && r.Event == id.EventConnectResponse {
+		for _, r := range journal.Default().RecordsOf(cm.Handle()) {
+			if r.Kind == journal.KindEvent && r.Event == id.EventConnectResponse {
 				t.Errorf("dial: %s", &r)
 			}
 		}

@@ -35,6 +35,7 @@ import (
 
 	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/examples/internal/tool"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -54,7 +55,7 @@ type test struct {
 	out, errw io.Writer
 
 	ch              *channel.Channel
-	fab             id.Fabric
+	fab             fabric.Fabric
 	nodes           []node
 	connIndex       int
 	connectsLeft    int

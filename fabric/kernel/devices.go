@@ -15,7 +15,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // defaultSysfsRoot is where the kernel lists its RDMA devices.
@@ -46,17 +46,17 @@ type devTable struct {
 
 	mu   sync.Mutex
 	at   time.Time // when devs (or err) was read
-	devs []id.Device
+	devs []fabric.Device
 	err  error
 }
 
-func (t *devTable) list() ([]id.Device, error) {
+func (t *devTable) list() ([]fabric.Device, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.freshLocked(false); err != nil {
 		return nil, err
 	}
-	return append([]id.Device(nil), t.devs...), nil
+	return append([]fabric.Device(nil), t.devs...), nil
 }
 
 func (t *devTable) freshLocked(force bool) error {
@@ -74,7 +74,7 @@ func (t *devTable) freshLocked(force bool) error {
 // lookup finds the device with this node GUID, or, when the kernel gave
 // one, this device index. A miss rereads the listing, at most every
 // missRefresh, so that ids on a device sysfs does not show cost nothing.
-func (t *devTable) lookup(guid uint64, index uint32) (id.Device, bool) {
+func (t *devTable) lookup(guid uint64, index uint32) (fabric.Device, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for attempt := 0; attempt < 2; attempt++ {
@@ -82,9 +82,9 @@ func (t *devTable) lookup(guid uint64, index uint32) (id.Device, bool) {
 			break
 		}
 		if err := t.freshLocked(attempt > 0); err != nil {
-			return id.Device{}, false
+			return fabric.Device{}, false
 		}
-		var byGUID *id.Device
+		var byGUID *fabric.Device
 		for k := range t.devs {
 			d := &t.devs[k]
 			if d.NodeGUID != guid {
@@ -101,7 +101,7 @@ func (t *devTable) lookup(guid uint64, index uint32) (id.Device, bool) {
 			return *byGUID, true
 		}
 	}
-	return id.Device{}, false
+	return fabric.Device{}, false
 }
 
 // missRefresh bounds how often a lookup miss rereads the devices.
@@ -120,7 +120,7 @@ func errNoDevices(root string) error {
 // /sys/class/infiniband: one directory per device with node_guid,
 // node_type and ports/. withNetlink completes the listing with the kernel
 // device indexes and netdevs from RDMA netlink.
-func readDevices(root string, withNetlink bool) ([]id.Device, error) {
+func readDevices(root string, withNetlink bool) ([]fabric.Device, error) {
 	ents, err := os.ReadDir(root)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -142,14 +142,14 @@ func readDevices(root string, withNetlink bool) ([]id.Device, error) {
 		names = append(names, e.Name())
 	}
 	sort.Strings(names)
-	devs := make([]id.Device, 0, len(names))
+	devs := make([]fabric.Device, 0, len(names))
 	for _, name := range names {
 		dir := filepath.Join(root, name)
 		guid, err := parseGUID(readTrim(filepath.Join(dir, "node_guid")))
 		if err != nil {
 			continue // not a device directory
 		}
-		d := id.Device{
+		d := fabric.Device{
 			Name:      name,
 			Index:     len(devs), // replaced by the kernel's index when netlink answers
 			NodeGUID:  guid,

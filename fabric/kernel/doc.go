@@ -49,6 +49,6 @@
 // Read depths of 0xFF (the device maximum) are resolved against the
 // device's caps; sysfs does not publish them, so they come from a table of
 // known drivers (rxe and siw 128, mlx4/mlx5 16) and are 1 for unknown
-// drivers; Devices reports them in id.Device's MaxQPRdAtom and
+// drivers; Devices reports them in fabric.Device's MaxQPRdAtom and
 // MaxQPInitRdAtom.
 package kernel

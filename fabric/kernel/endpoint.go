@@ -7,8 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
-	"github.com/cmrt/cmrt/id"
 )
 
 // QPAttr is struct ib_uverbs_qp_attr: the attributes INIT_QP_ATTR computes
@@ -29,10 +29,10 @@ const (
 	QPStateErr   QPState = ucma.QPStateErr
 )
 
-// Endpoint is what the kernel fabric's endpoints offer beyond id.Endpoint.
+// Endpoint is what the kernel fabric's endpoints offer beyond fabric.Endpoint.
 // Get it with id.ID.Endpoint().(kernel.Endpoint).
 type Endpoint interface {
-	id.Endpoint
+	fabric.Endpoint
 	// Handle returns the kernel's id for the endpoint (the ucma handle).
 	Handle() uint32
 	// InitQPAttr asks the CM for the attributes of moving a QP the
@@ -47,8 +47,8 @@ type Endpoint interface {
 // endpoint is one kernel rdma_cm id, named by handle on its source's fd.
 type endpoint struct {
 	f  *Fabric
-	ps id.PortSpace
-	qp id.QPType
+	ps fabric.PortSpace
+	qp fabric.QPType
 
 	mu        sync.Mutex
 	src       *source
@@ -131,7 +131,7 @@ func timeoutMs(d time.Duration) uint32 {
 	return uint32(ms)
 }
 
-// Bind implements id.Endpoint (BIND, or BIND_IP).
+// Bind implements fabric.Endpoint (BIND, or BIND_IP).
 func (ep *endpoint) Bind(addr netip.AddrPort) error {
 	a, err := sockaddr(addr)
 	if err != nil {
@@ -143,7 +143,7 @@ func (ep *endpoint) Bind(addr netip.AddrPort) error {
 	})
 }
 
-// ResolveAddr implements id.Endpoint (RESOLVE_ADDR, or RESOLVE_IP).
+// ResolveAddr implements fabric.Endpoint (RESOLVE_ADDR, or RESOLVE_IP).
 func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) error {
 	s, err := sockaddr(src)
 	if err != nil {
@@ -162,7 +162,7 @@ func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) 
 	})
 }
 
-// ResolveRoute implements id.Endpoint.
+// ResolveRoute implements fabric.Endpoint.
 func (ep *endpoint) ResolveRoute(timeout time.Duration) error {
 	ms := timeoutMs(timeout)
 	return ep.do("resolve_route", func(_ *source, fd int, b *ucma.Buffers) error {
@@ -171,7 +171,7 @@ func (ep *endpoint) ResolveRoute(timeout time.Duration) error {
 	})
 }
 
-// Listen implements id.Endpoint. The kernel binds an unbound id to the
+// Listen implements fabric.Endpoint. The kernel binds an unbound id to the
 // IPv4 wildcard and clamps the backlog to net.rdma_ucm.max_backlog.
 func (ep *endpoint) Listen(backlog int) error {
 	if backlog < 0 {
@@ -209,7 +209,7 @@ func (ep *endpoint) queryDevice(fd int, b *ucma.Buffers) (guid uint64, index uin
 // depth resolves one read depth: 0xFF (or, on accept, the value the
 // request asked for) becomes min(value, cap); other values above the cap
 // are EINVAL on PS_TCP ids, as ucma_valid_param says.
-func depth(v, cap, requested uint8, accept bool, ps id.PortSpace) (uint8, error) {
+func depth(v, cap, requested uint8, accept bool, ps fabric.PortSpace) (uint8, error) {
 	switch {
 	case v == 0xFF && accept:
 		return min(requested, cap), nil
@@ -217,7 +217,7 @@ func depth(v, cap, requested uint8, accept bool, ps id.PortSpace) (uint8, error)
 		return cap, nil
 	case accept && v == requested:
 		return min(v, cap), nil
-	case v > cap && ps == id.PSTCP:
+	case v > cap && ps == fabric.PSTCP:
 		return 0, einval("read depth %d above the device cap %d", v, cap)
 	}
 	return v, nil
@@ -225,7 +225,7 @@ func depth(v, cap, requested uint8, accept bool, ps id.PortSpace) (uint8, error)
 
 // connParam builds the kernel's conn_param (valid=1) from p, with the
 // read depths resolved against the device caps.
-func (ep *endpoint) connParam(fd int, b *ucma.Buffers, p *id.ConnParam, accept bool) (ucma.ConnParam, error) {
+func (ep *endpoint) connParam(fd int, b *ucma.Buffers, p *fabric.ConnParam, accept bool) (ucma.ConnParam, error) {
 	var cp ucma.ConnParam
 	guid, index, _, err := ep.queryDevice(fd, b)
 	if err != nil {
@@ -247,11 +247,11 @@ func (ep *endpoint) connParam(fd int, b *ucma.Buffers, p *id.ConnParam, accept b
 	return cp, nil
 }
 
-// Connect implements id.Endpoint: CONNECT with valid=1 and the
+// Connect implements fabric.Endpoint: CONNECT with valid=1 and the
 // application's QP number (there is no QP in this fabric). RC ids get
 // CONNECT_RESPONSE and must call Establish; UD ids get ESTABLISHED with
 // the peer's UD parameters.
-func (ep *endpoint) Connect(p *id.ConnParam) error {
+func (ep *endpoint) Connect(p *fabric.ConnParam) error {
 	return ep.do("connect", func(_ *source, fd int, b *ucma.Buffers) error {
 		cp, err := ep.connParam(fd, b, p, false)
 		if err != nil {
@@ -263,9 +263,9 @@ func (ep *endpoint) Connect(p *id.ConnParam) error {
 	})
 }
 
-// Accept implements id.Endpoint: ACCEPT with valid=1, which also sets the
+// Accept implements fabric.Endpoint: ACCEPT with valid=1, which also sets the
 // kernel id's uid so its events are delivered from now on.
-func (ep *endpoint) Accept(uid uint64, p *id.ConnParam) error {
+func (ep *endpoint) Accept(uid uint64, p *fabric.ConnParam) error {
 	if uid == 0 {
 		return einval("accept: uid 0")
 	}
@@ -288,7 +288,7 @@ func (ep *endpoint) Accept(uid uint64, p *id.ConnParam) error {
 	})
 }
 
-// Reject implements id.Endpoint: REJECT with reason 0, which the kernel
+// Reject implements fabric.Endpoint: REJECT with reason 0, which the kernel
 // sends as 28 (consumer defined); a UD request gets a SIDR REP with
 // status 2 (IB_SIDR_REJECT), which the peer sees as UNREACHABLE status 2.
 func (ep *endpoint) Reject(pd []byte) error {
@@ -302,7 +302,7 @@ func (ep *endpoint) Reject(pd []byte) error {
 	})
 }
 
-// Establish implements id.Endpoint: after CONNECT_RESPONSE, ACCEPT with
+// Establish implements fabric.Endpoint: after CONNECT_RESPONSE, ACCEPT with
 // valid=0 (and the uid unchanged) makes the kernel send the RTU, as
 // librdmacm's rdma_establish does through ucma_process_conn_resp.
 func (ep *endpoint) Establish() error {
@@ -312,7 +312,7 @@ func (ep *endpoint) Establish() error {
 	})
 }
 
-// Disconnect implements id.Endpoint.
+// Disconnect implements fabric.Endpoint.
 func (ep *endpoint) Disconnect() error {
 	return ep.do("disconnect", func(_ *source, fd int, b *ucma.Buffers) error {
 		_, err := b.Exec(fd, &ucma.Disconnect{ID: ep.handle})
@@ -320,15 +320,15 @@ func (ep *endpoint) Disconnect() error {
 	})
 }
 
-// SetOption implements id.Endpoint: the bytes go to the kernel as they
+// SetOption implements fabric.Endpoint: the bytes go to the kernel as they
 // are, staged in pinned memory.
-func (ep *endpoint) SetOption(level id.OptionLevel, name id.OptionName, val []byte) error {
+func (ep *endpoint) SetOption(level fabric.OptionLevel, name fabric.OptionName, val []byte) error {
 	return ep.do("set_option", func(_ *source, fd int, b *ucma.Buffers) error {
-		return b.SetOption(fd, ep.handle, uint32(level), uint32(name), val)
+		return b.SetOption(fd, ep.handle, level, name, val)
 	})
 }
 
-// Join implements id.Endpoint: JOIN_MCAST (JOIN_IP_MCAST on kernels
+// Join implements fabric.Endpoint: JOIN_MCAST (JOIN_IP_MCAST on kernels
 // without it, which cannot join send-only) with uid echoed in the join's
 // MULTICAST_JOIN or MULTICAST_ERROR.
 func (ep *endpoint) Join(uid uint64, group netip.Addr, sendOnly bool) error {
@@ -363,7 +363,7 @@ func (ep *endpoint) Join(uid uint64, group netip.Addr, sendOnly bool) error {
 	})
 }
 
-// Leave implements id.Endpoint: LEAVE_MCAST; the kernel drops the join's
+// Leave implements fabric.Endpoint: LEAVE_MCAST; the kernel drops the join's
 // queued events.
 func (ep *endpoint) Leave(group netip.Addr) error {
 	return ep.do("leave_multicast", func(_ *source, fd int, b *ucma.Buffers) error {
@@ -378,9 +378,9 @@ func (ep *endpoint) Leave(group netip.Addr) error {
 	})
 }
 
-// Notify implements id.Endpoint: e is the ibv_event_type the kernel
+// Notify implements fabric.Endpoint: e is the ibv_event_type the kernel
 // expects (IBV_EVENT_COMM_EST is the one it acts on).
-func (ep *endpoint) Notify(t id.AsyncEvent) error {
+func (ep *endpoint) Notify(t fabric.AsyncEvent) error {
 	return ep.do("notify", func(_ *source, fd int, b *ucma.Buffers) error {
 		_, err := b.Exec(fd, &ucma.Notify{ID: ep.handle, Event: uint32(t)})
 		return err
@@ -400,11 +400,11 @@ func (ep *endpoint) InitQPAttr(state QPState) (QPAttr, error) {
 	return q, err
 }
 
-// Query implements id.Endpoint: QUERY (ADDR and PATH), or QUERY_ROUTE on
+// Query implements fabric.Endpoint: QUERY (ADDR and PATH), or QUERY_ROUTE on
 // kernels without it, mapped to a Route (device by node GUID and index,
 // path MTU from the first path record). The kernel does not report a
 // gateway.
-func (ep *endpoint) Query() (id.Route, error) {
+func (ep *endpoint) Query() (fabric.Route, error) {
 	var ri routeInfo
 	err := ep.do("query", func(_ *source, fd int, b *ucma.Buffers) error {
 		if ep.f.afib() {
@@ -439,7 +439,7 @@ func (ep *endpoint) Query() (id.Route, error) {
 		return nil
 	})
 	if err != nil {
-		return id.Route{}, err
+		return fabric.Route{}, err
 	}
 	var dev string
 	if d, ok := ep.f.device(ri.guid, ri.index); ok {
@@ -448,7 +448,7 @@ func (ep *endpoint) Query() (id.Route, error) {
 	return ri.route(dev), nil
 }
 
-// Destroy implements id.Endpoint: DESTROY_ID, after which the kernel has
+// Destroy implements fabric.Endpoint: DESTROY_ID, after which the kernel has
 // dropped the id's queued events (and rejected the connection requests
 // queued on a listener). The kernel's events_reported is not needed: the
 // library counts delivered events itself.

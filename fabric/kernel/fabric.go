@@ -13,8 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
-	"github.com/cmrt/cmrt/id"
 )
 
 // Fabric is the kernel's RDMA CM. The zero value is not usable: use New,
@@ -99,20 +99,20 @@ var std = New()
 // Default returns the fabric registered as "kernel".
 func Default() *Fabric { return std }
 
-func init() { id.Register(std) }
+func init() { fabric.Register(std) }
 
-// Name implements id.Fabric.
+// Name implements fabric.Fabric.
 func (f *Fabric) Name() string { return f.opts.name }
 
-// Devices implements id.Fabric: the kernel's RDMA devices, from sysfs
+// Devices implements fabric.Fabric: the kernel's RDMA devices, from sysfs
 // (completed by RDMA netlink for the kernel device index and the netdev of
 // devices that sysfs does not link to one). No device gives ENODEV.
-func (f *Fabric) Devices() ([]id.Device, error) { return f.devs.list() }
+func (f *Fabric) Devices() ([]fabric.Device, error) { return f.devs.list() }
 
-// Open implements id.Fabric: one open of the rdma_cm device per event
+// Open implements fabric.Fabric: one open of the rdma_cm device per event
 // channel, as rdma_create_event_channel. A missing device file gives
 // ENODEV, an ABI version other than 3 or 4 EPERM.
-func (f *Fabric) Open() (id.EventSource, error) {
+func (f *Fabric) Open() (fabric.EventSource, error) {
 	fd, err := openDevice(f.opts.devicePath)
 	if err != nil {
 		return nil, err
@@ -195,7 +195,7 @@ func (f *Fabric) probeAFIB(s *source) {
 	ok := force > 0
 	if force == 0 {
 		err := s.exec(func(fd int, b *ucma.Buffers) error {
-			resp, err := b.Exec(fd, &ucma.CreateID{UID: probeUID, PS: ucma.PSIB, QPType: ucma.QPTypeRC})
+			resp, err := b.Exec(fd, &ucma.CreateID{UID: probeUID, PS: fabric.PSIB, QPType: fabric.RC})
 			if err != nil {
 				return err
 			}
@@ -248,9 +248,9 @@ func (f *Fabric) fallback(err error) bool {
 }
 
 // device returns the device with this node GUID (and index, if known).
-func (f *Fabric) device(guid uint64, index uint32) (id.Device, bool) {
+func (f *Fabric) device(guid uint64, index uint32) (fabric.Device, bool) {
 	if guid == 0 {
-		return id.Device{}, false
+		return fabric.Device{}, false
 	}
 	return f.devs.lookup(guid, index)
 }

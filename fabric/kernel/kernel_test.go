@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
-	"github.com/cmrt/cmrt/id"
 )
 
 // roundTrip encodes e as the kernel would (with the given view of the
@@ -32,7 +32,7 @@ func roundTrip(t *testing.T, e ucma.Event, view ucma.ParamView) *ucma.Event {
 }
 
 func TestDecodeEventConnectRequest(t *testing.T) {
-	e := ucma.Event{UID: 7, ID: 3, Event: ucma.EventConnectRequest}
+	e := ucma.Event{UID: 7, ID: 3, Event: fabric.EventConnectRequest}
 	e.Conn = ucma.ConnParam{QPNum: 0x12, ResponderResources: 1, InitiatorDepth: 2, FlowControl: 1,
 		RetryCount: 5, RNRRetryCount: 7, SRQ: 1}
 	// The kernel reports a REQ's private data at its full IP-mode length,
@@ -42,11 +42,11 @@ func TestDecodeEventConnectRequest(t *testing.T) {
 	if err := e.Conn.SetPrivateData(pd); err != nil {
 		t.Fatal(err)
 	}
-	var raw id.RawEvent
+	var raw fabric.RawEvent
 	raw.Group = netip.MustParseAddr("239.1.1.1") // stale fields must be cleared
 	raw.QKey = 9
 	decodeEvent(roundTrip(t, e, ucma.ParamConn), false, &raw)
-	if raw.UID != 7 || raw.Type != id.EventConnectRequest || raw.Status != 0 {
+	if raw.UID != 7 || raw.Type != fabric.EventConnectRequest || raw.Status != 0 {
 		t.Fatalf("header: %+v", raw)
 	}
 	if raw.QPNum != 0x12 || raw.ResponderResources != 1 || raw.InitiatorDepth != 2 || raw.FlowControl != 1 ||
@@ -62,31 +62,31 @@ func TestDecodeEventConnectRequest(t *testing.T) {
 }
 
 func TestDecodeEventRejected(t *testing.T) {
-	e := ucma.Event{UID: 9, ID: 1, Event: ucma.EventRejected, Status: 28}
+	e := ucma.Event{UID: 9, ID: 1, Event: fabric.EventRejected, Status: 28}
 	_ = e.Conn.SetPrivateData(append([]byte("go away"), make([]byte, 141)...))
-	var raw id.RawEvent
+	var raw fabric.RawEvent
 	decodeEvent(roundTrip(t, e, ucma.ParamConn), false, &raw)
-	if raw.Type != id.EventRejected || raw.Status != 28 || raw.PrivateDataLen != 148 ||
+	if raw.Type != fabric.EventRejected || raw.Status != 28 || raw.PrivateDataLen != 148 ||
 		!strings.HasPrefix(string(raw.PrivateData[:raw.PrivateDataLen]), "go away") {
 		t.Fatalf("%+v", raw)
 	}
-	e = ucma.Event{UID: 9, ID: 1, Event: ucma.EventUnreachable, Status: -int32(syscall.ETIMEDOUT)}
+	e = ucma.Event{UID: 9, ID: 1, Event: fabric.EventUnreachable, Status: -int32(syscall.ETIMEDOUT)}
 	decodeEvent(roundTrip(t, e, ucma.ParamConn), false, &raw)
-	if raw.Type != id.EventUnreachable || raw.Status != -110 || raw.PrivateDataLen != 0 {
+	if raw.Type != fabric.EventUnreachable || raw.Status != -110 || raw.PrivateDataLen != 0 {
 		t.Fatalf("%+v", raw)
 	}
 }
 
 func TestDecodeEventUD(t *testing.T) {
-	e := ucma.Event{UID: 11, ID: 4, Event: ucma.EventEstablished}
+	e := ucma.Event{UID: 11, ID: 4, Event: fabric.EventEstablished}
 	e.UD.QPNum, e.UD.QKey = 0x14, 0x01234567
 	e.UD.AHAttr = ucma.AHAttr{DGID: ucma.GID(netip.MustParseAddr("::ffff:10.0.0.1").As16()), HopLimit: 64,
 		SGIDIndex: 1, DLID: 0, SL: 0, IsGlobal: 1, PortNum: 1, FlowLabel: 5, TrafficClass: 3}
 	e.UD.PrivateDataLen = 136
 	copy(e.UD.PrivateData[:], "sidr rep")
-	var raw id.RawEvent
+	var raw fabric.RawEvent
 	decodeEvent(roundTrip(t, e, ucma.ParamUD), true, &raw)
-	if raw.Type != id.EventEstablished || raw.QPNum != 0x14 || raw.QKey != id.UDPQKey {
+	if raw.Type != fabric.EventEstablished || raw.QPNum != 0x14 || raw.QKey != fabric.UDPQKey {
 		t.Fatalf("%+v", raw)
 	}
 	if raw.AH.Addr() != netip.MustParseAddr("10.0.0.1") || raw.AH.HopLimit != 64 || raw.AH.IsGlobal != 1 ||
@@ -105,19 +105,19 @@ func TestDecodeEventUD(t *testing.T) {
 }
 
 func TestDecodeEventMulticastAndUser(t *testing.T) {
-	e := ucma.Event{UID: 21, ID: 2, Event: ucma.EventMulticastJoin}
+	e := ucma.Event{UID: 21, ID: 2, Event: fabric.EventMulticastJoin}
 	e.UD.QPNum, e.UD.QKey = 0xFFFFFF, 0x01234567
 	e.UD.AHAttr.DGID = ucma.GID(netip.MustParseAddr("::ffff:239.1.1.1").As16())
 	e.UD.PrivateDataLen = 3
-	var raw id.RawEvent
+	var raw fabric.RawEvent
 	decodeEvent(roundTrip(t, e, ucma.ParamUD), false, &raw)
-	if raw.Type != id.EventMulticastJoin || raw.QPNum != id.MulticastQPNum || raw.QKey != id.UDPQKey ||
+	if raw.Type != fabric.EventMulticastJoin || raw.QPNum != fabric.MulticastQPNum || raw.QKey != fabric.UDPQKey ||
 		raw.AH.Addr() != netip.MustParseAddr("239.1.1.1") || raw.PrivateDataLen != 0 {
 		t.Fatalf("%+v", raw)
 	}
-	u := ucma.Event{UID: 5, Event: ucma.EventUser, Status: -3, Arg: 0xdeadbeefcafe}
+	u := ucma.Event{UID: 5, Event: fabric.EventUser, Status: -3, Arg: 0xdeadbeefcafe}
 	decodeEvent(roundTrip(t, u, ucma.ParamArg), false, &raw)
-	if raw.Type != id.EventUser || raw.Status != -3 || raw.Arg != 0xdeadbeefcafe {
+	if raw.Type != fabric.EventUser || raw.Status != -3 || raw.Arg != 0xdeadbeefcafe {
 		t.Fatalf("%+v", raw)
 	}
 }
@@ -139,7 +139,7 @@ func TestRouteFromQuery(t *testing.T) {
 	ri.fromAddr(&d)
 	// Before route resolution: no path.
 	r := ri.route("rxe0")
-	want := id.Route{Src: netip.MustParseAddrPort("10.0.0.1:52253"), Dst: netip.MustParseAddrPort("10.0.0.2:7471"),
+	want := fabric.Route{Src: netip.MustParseAddrPort("10.0.0.1:52253"), Dst: netip.MustParseAddrPort("10.0.0.2:7471"),
 		Device: "rxe0", PortNum: 1}
 	if r != want {
 		t.Fatalf("route %+v, want %+v", r, want)
@@ -162,7 +162,7 @@ func TestRouteFromQuery(t *testing.T) {
 	}
 	// Unbound: no device, no port, no addresses.
 	var none routeInfo
-	if r := none.route(""); r != (id.Route{}) {
+	if r := none.route(""); r != (fabric.Route{}) {
 		t.Fatalf("unbound route %+v", r)
 	}
 }
@@ -201,21 +201,21 @@ func TestDepth(t *testing.T) {
 	for _, c := range []struct {
 		v, cap, req uint8
 		accept      bool
-		ps          id.PortSpace
+		ps          fabric.PortSpace
 		want        uint8
 		err         bool
 	}{
-		{0xFF, 128, 0, false, id.PSTCP, 128, false},         // connect: device max
-		{4, 128, 0, false, id.PSTCP, 4, false},              // explicit
-		{200, 128, 0, false, id.PSTCP, 0, true},             // above the cap on PS_TCP
-		{200, 128, 0, false, id.PSIB, 200, false},           // other port spaces pass
-		{0xFF, 16, 128, true, id.PSTCP, 16, false},          // accept: min(request, cap)
-		{0xFF, 128, 3, true, id.PSTCP, 3, false},            // accept: the request's
-		{128, 16, 128, true, id.PSTCP, 16, false},           // accept(nil) passes the request's
-		{17, 16, 128, true, id.PSTCP, 0, true},              // explicit, above the cap
-		{1, 16, 128, true, id.PSTCP, 1, false},              // explicit
-		{0, 16, 0, true, id.PSTCP, 0, false},                // zero
-		{0xFF, defaultRdAtom, 0, false, id.PSUDP, 1, false}, // unknown driver
+		{0xFF, 128, 0, false, fabric.PSTCP, 128, false},         // connect: device max
+		{4, 128, 0, false, fabric.PSTCP, 4, false},              // explicit
+		{200, 128, 0, false, fabric.PSTCP, 0, true},             // above the cap on PS_TCP
+		{200, 128, 0, false, fabric.PSIB, 200, false},           // other port spaces pass
+		{0xFF, 16, 128, true, fabric.PSTCP, 16, false},          // accept: min(request, cap)
+		{0xFF, 128, 3, true, fabric.PSTCP, 3, false},            // accept: the request's
+		{128, 16, 128, true, fabric.PSTCP, 16, false},           // accept(nil) passes the request's
+		{17, 16, 128, true, fabric.PSTCP, 0, true},              // explicit, above the cap
+		{1, 16, 128, true, fabric.PSTCP, 1, false},              // explicit
+		{0, 16, 0, true, fabric.PSTCP, 0, false},                // zero
+		{0xFF, defaultRdAtom, 0, false, fabric.PSUDP, 1, false}, // unknown driver
 	} {
 		got, err := depth(c.v, c.cap, c.req, c.accept, c.ps)
 		if (err != nil) != c.err || (err == nil && got != c.want) {
@@ -413,12 +413,12 @@ func TestNetlinkAttrs(t *testing.T) {
 }
 
 func TestRegistered(t *testing.T) {
-	f, ok := id.Lookup("kernel")
+	f, ok := fabric.Lookup("kernel")
 	if !ok || f != Default() || f.Name() != "kernel" {
 		t.Fatalf("lookup: %v %v", f, ok)
 	}
-	t.Setenv(id.FabricEnv, "kernel")
-	if f, err := id.DefaultFabric(); err != nil || f != Default() {
+	t.Setenv(fabric.Env, "kernel")
+	if f, err := fabric.Default(); err != nil || f != Default() {
 		t.Fatalf("CMRT_FABRIC=kernel: %v %v", f, err)
 	}
 	if New(WithName("kernel2")).Name() != "kernel2" {
@@ -429,8 +429,8 @@ func TestRegistered(t *testing.T) {
 func TestNoDataPath(t *testing.T) {
 	// Without a verbs layer the fabric must not claim a data path: the id
 	// layer then answers CreateQP with ENOSYS.
-	var ep id.Endpoint = &endpoint{}
-	if _, ok := ep.(id.QPCreator); ok {
+	var ep fabric.Endpoint = &endpoint{}
+	if _, ok := ep.(fabric.QPCreator); ok {
 		t.Fatal("kernel endpoints implement id.QPCreator")
 	}
 	if _, ok := ep.(Endpoint); !ok {

@@ -11,8 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
-	"github.com/cmrt/cmrt/id"
 )
 
 // source is one open rdma_cm file: the kernel fabric's event channel
@@ -68,10 +68,10 @@ func newSource(f *Fabric, fd int) (*source, error) {
 	return s, nil
 }
 
-// Fabric implements id.EventSource.
-func (s *source) Fabric() id.Fabric { return s.f }
+// Fabric implements fabric.EventSource.
+func (s *source) Fabric() fabric.Fabric { return s.f }
 
-// Fd implements id.EventSource: the rdma_cm fd, readable while events are
+// Fd implements fabric.EventSource: the rdma_cm fd, readable while events are
 // queued.
 func (s *source) Fd() int { return s.fd }
 
@@ -101,15 +101,15 @@ func (s *source) execLocked(fn func(fd int, b *ucma.Buffers) error) error {
 	return ferr
 }
 
-// Create implements id.EventSource: CREATE_ID with uid, which the kernel
+// Create implements fabric.EventSource: CREATE_ID with uid, which the kernel
 // echoes in every event of the id.
-func (s *source) Create(uid uint64, ps id.PortSpace, qp id.QPType) (id.Endpoint, error) {
+func (s *source) Create(uid uint64, ps fabric.PortSpace, qp fabric.QPType) (fabric.Endpoint, error) {
 	if uid == 0 {
 		return nil, fmt.Errorf("kernel: create_id: uid 0 (the kernel drops its events): %w", syscall.EINVAL)
 	}
 	ep := &endpoint{f: s.f, ps: ps, qp: qp, src: s, uid: uid}
 	err := s.exec(func(fd int, b *ucma.Buffers) error {
-		resp, err := b.Exec(fd, &ucma.CreateID{UID: uid, PS: uint16(ps), QPType: uint8(qp)})
+		resp, err := b.Exec(fd, &ucma.CreateID{UID: uid, PS: ps, QPType: qp})
 		if err != nil {
 			return err
 		}
@@ -124,10 +124,10 @@ func (s *source) Create(uid uint64, ps id.PortSpace, qp id.QPType) (id.Endpoint,
 	return ep, nil
 }
 
-// Next implements id.EventSource: GET_EVENT on the non-blocking fd; with
+// Next implements fabric.EventSource: GET_EVENT on the non-blocking fd; with
 // block set, an empty queue is waited out in the netpoller until an event
 // arrives, ctx ends or the source is closed.
-func (s *source) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
+func (s *source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) error {
 	err := s.exec(func(fd int, b *ucma.Buffers) error { return s.getEventLocked(fd, b, ev) })
 	if err == nil || !block || !errors.Is(err, syscall.EAGAIN) {
 		return wrapNext(err)
@@ -189,7 +189,7 @@ func (s *source) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
 
 // pollNext waits with poll(2) for descriptors the netpoller refused: in
 // short slices, checking ctx and Close between them.
-func (s *source) pollNext(ctx context.Context, ev *id.RawEvent) error {
+func (s *source) pollNext(ctx context.Context, ev *fabric.RawEvent) error {
 	for {
 		err := s.exec(func(fd int, b *ucma.Buffers) error {
 			if err := s.getEventLocked(fd, b, ev); !errors.Is(err, syscall.EAGAIN) {
@@ -218,7 +218,7 @@ func wrapNext(err error) error {
 }
 
 // getEventLocked dequeues one event and maps it to ev. s.mu is held.
-func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent) error {
+func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *fabric.RawEvent) error {
 	resp, err := b.Exec(fd, &ucma.GetEvent{})
 	if err != nil {
 		return err
@@ -228,17 +228,17 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent) error 
 		return err
 	}
 	switch e.Event {
-	case ucma.EventMulticastJoin, ucma.EventMulticastError:
+	case fabric.EventMulticastJoin, fabric.EventMulticastError:
 		decodeEvent(e, true, ev)
 		if j, ok := s.f.join(e.ID); ok {
 			ev.Group = j.group
 		}
-	case ucma.EventConnectRequest:
-		ps, qp := id.PSTCP, id.RC
+	case fabric.EventConnectRequest:
+		ps, qp := fabric.PSTCP, fabric.RC
 		if lis := s.byUID[e.UID]; lis != nil {
 			ps, qp = lis.ps, lis.qp
 		}
-		decodeEvent(e, qp == id.UD, ev)
+		decodeEvent(e, qp == fabric.UD, ev)
 		// resp.id is the new connection's kernel id, on this fd, with
 		// uid 0 until it is accepted.
 		child := &endpoint{f: s.f, ps: ps, qp: qp, src: s, handle: e.ID,
@@ -247,7 +247,7 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent) error 
 		ev.Child = child
 	default:
 		ep := s.byUID[e.UID]
-		decodeEvent(e, ep != nil && ep.qp == id.UD, ev)
+		decodeEvent(e, ep != nil && ep.qp == fabric.UD, ev)
 	}
 	return nil
 }
@@ -256,12 +256,12 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *id.RawEvent) error 
 // view of the param union (UD ids and multicast events), as the kernel
 // fills it; the ECE is ignored. Multicast events carry no private data
 // (librdmacm puts the join's context there instead).
-func decodeEvent(e *ucma.Event, ud bool, raw *id.RawEvent) {
-	*raw = id.RawEvent{UID: e.UID, Type: id.EventType(e.Event), Status: e.Status}
+func decodeEvent(e *ucma.Event, ud bool, raw *fabric.RawEvent) {
+	*raw = fabric.RawEvent{UID: e.UID, Type: e.Event, Status: e.Status}
 	switch {
-	case e.Event == ucma.EventUser:
+	case e.Event == fabric.EventUser:
 		raw.Arg = e.Arg
-	case e.Event == ucma.EventMulticastJoin || e.Event == ucma.EventMulticastError:
+	case e.Event == fabric.EventMulticastJoin || e.Event == fabric.EventMulticastError:
 		raw.QPNum, raw.QKey, raw.AH = e.UD.QPNum, e.UD.QKey, ahAttr(&e.UD.AHAttr)
 	case ud:
 		raw.QPNum, raw.QKey, raw.AH = e.UD.QPNum, e.UD.QKey, ahAttr(&e.UD.AHAttr)
@@ -275,17 +275,17 @@ func decodeEvent(e *ucma.Event, ud bool, raw *id.RawEvent) {
 	}
 }
 
-func ahAttr(a *ucma.AHAttr) id.AHAttr {
-	return id.AHAttr{
+func ahAttr(a *ucma.AHAttr) fabric.AHAttr {
+	return fabric.AHAttr{
 		DGID: a.DGID, FlowLabel: a.FlowLabel, SGIDIndex: a.SGIDIndex, HopLimit: a.HopLimit,
 		TrafficClass: a.TrafficClass, DLID: a.DLID, SL: a.SL, SrcPathBits: a.SrcPathBits,
 		StaticRate: a.StaticRate, IsGlobal: a.IsGlobal, PortNum: a.PortNum,
 	}
 }
 
-// Migrate implements id.EventSource: MIGRATE_ID written on this fd with
+// Migrate implements fabric.EventSource: MIGRATE_ID written on this fd with
 // the endpoint's current fd; the kernel moves the id and its queued events.
-func (s *source) Migrate(e id.Endpoint) error {
+func (s *source) Migrate(e fabric.Endpoint) error {
 	ep, ok := e.(*endpoint)
 	if !ok || ep.f != s.f {
 		return fmt.Errorf("kernel: migrate_id: endpoint of another fabric: %w", syscall.EINVAL)
@@ -337,7 +337,7 @@ func (s *source) forgetLocked(ep *endpoint) {
 	}
 }
 
-// Close implements id.EventSource: closing the rdma_cm file destroys
+// Close implements fabric.EventSource: closing the rdma_cm file destroys
 // every kernel id still on it, with their queued events (connection
 // requests not yet taken are rejected by the kernel).
 func (s *source) Close() error {

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
 	"github.com/cmrt/cmrt/poll"
 )
@@ -53,7 +53,7 @@ type conn struct {
 	closeOK bool   // close once wbuf drains (after our FIN)
 	timer   *time.Timer
 
-	param id.ConnParam // active: what was asked for
+	param fabric.ConnParam // active: what was asked for
 	req   iwarp.MPAFrame
 	reqPD [iwarp.MaxPrivateData]byte
 
@@ -164,7 +164,7 @@ func (c *conn) connected() {
 // would break RDMA Reads).
 func clampRd(v uint8) uint8 {
 	switch {
-	case v == id.MaxResponderResources || v > maxRdAtom:
+	case v == fabric.MaxResponderResources || v > maxRdAtom:
 		return maxRdAtom
 	case v == 0:
 		return 1
@@ -238,7 +238,7 @@ func (c *conn) parseReply() {
 		c.failConnect(syscall.EPROTO)
 		return
 	case f.Reject:
-		raw := id.RawEvent{Type: id.EventRejected, Status: -int32(syscall.ECONNRESET)}
+		raw := fabric.RawEvent{Type: fabric.EventRejected, Status: -int32(syscall.ECONNRESET)}
 		raw.SetPrivateData(f.PrivateData)
 		ep.emit(&raw)
 		c.stopTimer()
@@ -263,7 +263,7 @@ func (c *conn) parseReply() {
 		c.ord = min(c.ord, max(f.IRD, 1)) // reads we may send the peer
 	}
 	c.state = csRTS
-	raw := id.RawEvent{Type: id.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
+	raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 	raw.SetPrivateData(f.PrivateData)
 	rest := c.rbuf[n:]
 	c.rbuf = nil
@@ -326,7 +326,7 @@ func (c *conn) parseRequest() {
 	}
 	// The request's values seen from the passive side: the reads the peer
 	// will issue need our responder resources, and vice versa.
-	raw := id.RawEvent{Type: id.EventConnectRequest, Child: child,
+	raw := fabric.RawEvent{Type: fabric.EventConnectRequest, Child: child,
 		ResponderResources: uint8(min(ord, maxRdAtom)), InitiatorDepth: uint8(min(ird, maxRdAtom))}
 	raw.SetPrivateData(f.PrivateData)
 	if !lis.ep.emit(&raw) {
@@ -336,7 +336,7 @@ func (c *conn) parseRequest() {
 }
 
 // accept answers the request with an MPA Reply and reports ESTABLISHED.
-func (c *conn) accept(p *id.ConnParam) error {
+func (c *conn) accept(p *fabric.ConnParam) error {
 	if c.state != csReqRecv {
 		return syscall.ECONNRESET
 	}
@@ -364,7 +364,7 @@ func (c *conn) accept(p *id.ConnParam) error {
 	}
 	c.startDataPath(true, p2p, 0)
 	if !p2p { // in P2P mode ESTABLISHED waits for the RTR
-		raw := id.RawEvent{Type: id.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
+		raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 		c.ep.emit(&raw)
 	}
 	return nil
@@ -469,12 +469,12 @@ func (c *conn) protocolError(err error) {
 // maps iWARP statuses: refused or reset is REJECTED, no answer UNREACHABLE,
 // anything else CONNECT_ERROR.
 func (c *conn) failConnect(e syscall.Errno) {
-	t := id.EventConnectError
+	t := fabric.EventConnectError
 	switch e {
 	case syscall.ECONNREFUSED, syscall.ECONNRESET:
-		t = id.EventRejected
+		t = fabric.EventRejected
 	case syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH:
-		t = id.EventUnreachable
+		t = fabric.EventUnreachable
 	}
 	if c.ep != nil {
 		c.ep.emitType(t, -int32(e))

@@ -7,7 +7,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // idleState is what an idle fabric may keep: its epoll loop and its address
@@ -26,7 +28,7 @@ func idleState(f *Fabric) (l *loop, mon *monitor) {
 // it, as a client making one connection at a time does.
 func connectOnce(t *testing.T, f *Fabric, addr netip.AddrPort) {
 	t.Helper()
-	cm, err := id.Create(nil, nil, id.PSTCP, id.WithFabric(f))
+	cm, err := id.Create(nil, nil, fabric.PSTCP, id.WithFabric(f))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,10 +68,10 @@ func TestIdleGrace(t *testing.T) {
 			if !ok {
 				return
 			}
-			if ev.Type == id.EventConnectRequest {
+			if ev.Type == fabric.EventConnectRequest {
 				_ = ev.ID.Accept(nil)
 			}
-			if ev.Type == id.EventDisconnected {
+			if ev.Type == fabric.EventDisconnected {
 				_ = ev.ID.Destroy()
 			}
 		}
@@ -81,7 +83,7 @@ func TestIdleGrace(t *testing.T) {
 		srvFab.Quiesce()
 	}
 	defer func() {
-		if lis.State() != id.StateDestroyed {
+		if lis.State() != journal.StateDestroyed {
 			stopServer()
 		}
 	}()

@@ -6,7 +6,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // unpermute inverts mrTable.permute: the registration number whose index
@@ -28,8 +28,8 @@ func newTestPD(tb testing.TB) *pd {
 }
 
 func mustReg(tb testing.TB, p interface {
-	RegMR([]byte, id.Access) (id.MR, error)
-}, buf []byte, a id.Access) *mr {
+	RegMR([]byte, fabric.Access) (fabric.MR, error)
+}, buf []byte, a fabric.Access) *mr {
 	tb.Helper()
 	x, err := p.RegMR(buf, a)
 	if err != nil {
@@ -72,7 +72,7 @@ func TestSTagReserved(t *testing.T) {
 // registrations and its regions are invalid.
 func TestPDRegions(t *testing.T) {
 	p, q := newTestPD(t), newTestPD(t)
-	m := mustReg(t, p, make([]byte, 8), id.AccessRemoteRead)
+	m := mustReg(t, p, make([]byte, 8), fabric.AccessRemoteRead)
 	if _, err := q.region(m); !isErrno(err, syscall.EINVAL) {
 		t.Fatalf("region of another domain: %v", err)
 	}
@@ -91,7 +91,7 @@ func TestPDRegions(t *testing.T) {
 	if err := p.DeregMR(m); !isErrno(err, syscall.EINVAL) {
 		t.Fatalf("second dereg: %v", err)
 	}
-	m = mustReg(t, p, make([]byte, 8), id.AccessRemoteRead)
+	m = mustReg(t, p, make([]byte, 8), fabric.AccessRemoteRead)
 	p.mrs.close()
 	if m.valid.Load() || p.mrs.lookup(m.stag) != nil {
 		t.Fatal("region valid after its domain was released")

@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // Address resolution ends, as the kernel's rdma_resolve_addr does, only
@@ -104,11 +104,11 @@ func (w *neighWait) poll() {
 	switch {
 	case usable:
 		ep.addrResolved = true
-		r := id.RawEvent{Type: id.EventAddrResolved}
+		r := fabric.RawEvent{Type: fabric.EventAddrResolved}
 		ep.emitLocked(&r)
 	case !time.Now().Before(w.deadline):
 		ep.f.log.Debug().Stringer("nexthop", w.ri.nexthop).Msg("soft: next hop unresolved")
-		r := id.RawEvent{Type: id.EventAddrError, Status: -int32(syscall.ETIMEDOUT)}
+		r := fabric.RawEvent{Type: fabric.EventAddrError, Status: -int32(syscall.ETIMEDOUT)}
 		ep.emitLocked(&r)
 	default:
 		if failed {

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/netlink"
 )
 
@@ -305,7 +305,7 @@ func (n *netmon) checkOne(ep *endpoint, w *watch, v *hostView) *conn {
 	addrGone := specific && !v.addrs[a]
 	switch {
 	case devGone:
-		r := id.RawEvent{Type: id.EventDeviceRemoval}
+		r := fabric.RawEvent{Type: fabric.EventDeviceRemoval}
 		ep.emitLocked(&r)
 		// The id reports nothing more (no DISCONNECTED, no connection
 		// outcome): it must be destroyed.
@@ -313,7 +313,7 @@ func (n *netmon) checkOne(ep *endpoint, w *watch, v *hostView) *conn {
 		n.f.log.Debug().Stringer("addr", a).Uint64("uid", ep.uid).Msg("soft: device removed")
 		return ep.conn
 	case addrGone && w.addrGone.CompareAndSwap(false, true):
-		r := id.RawEvent{Type: id.EventAddrChange}
+		r := fabric.RawEvent{Type: fabric.EventAddrChange}
 		ep.emitLocked(&r)
 		n.f.log.Debug().Stringer("addr", a).Uint64("uid", ep.uid).Msg("soft: address removed")
 	case !addrGone:

@@ -12,7 +12,9 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // TestNetmonLifetime checks that, with no grace period, the address monitor
@@ -26,7 +28,7 @@ func TestNetmonLifetime(t *testing.T) {
 		t.Fatalf("idle fabric watches %d ids, monitor running %v", n, on)
 	}
 	before := countFDs(t)
-	a, err := id.Create(ch, nil, id.PSTCP)
+	a, err := id.Create(ch, nil, fabric.PSTCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -36,7 +38,7 @@ func TestNetmonLifetime(t *testing.T) {
 	if err := a.Bind(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
 		t.Fatal(err)
 	}
-	b, err := id.Create(ch, nil, id.PSTCP)
+	b, err := id.Create(ch, nil, fabric.PSTCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,7 +53,7 @@ func TestNetmonLifetime(t *testing.T) {
 	if err := a.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("127.0.0.1:7471"), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, id.EventAddrResolved)
+	ch.want(t, fabric.EventAddrResolved)
 	if n := countFDs(t); n != during {
 		t.Errorf("descriptors: %d while bound, %d after a resolution", during, n)
 	}
@@ -111,7 +113,7 @@ func TestNetmonEvents(t *testing.T) {
 	ch := newRCChan(t, f)
 	bind := func(a string) *id.ID {
 		t.Helper()
-		i, err := id.Create(ch, nil, id.PSTCP)
+		i, err := id.Create(ch, nil, fabric.PSTCP)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,25 +134,25 @@ func TestNetmonEvents(t *testing.T) {
 	if err := cli.ResolveAddr(netip.AddrPort{}, lis.LocalAddr(), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, id.EventAddrResolved)
+	ch.want(t, fabric.EventAddrResolved)
 	if err := cli.ResolveRoute(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, id.EventRouteResolved)
-	if err := cli.Connect(&id.ConnParam{}); err != nil {
+	ch.want(t, fabric.EventRouteResolved)
+	if err := cli.Connect(&fabric.ConnParam{}); err != nil {
 		t.Fatal(err)
 	}
-	srv := ch.want(t, id.EventConnectRequest).ID
+	srv := ch.want(t, fabric.EventConnectRequest).ID
 	if err := srv.Accept(nil); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, id.EventEstablished)
-	ch.want(t, id.EventEstablished)
+	ch.want(t, fabric.EventEstablished)
+	ch.want(t, fabric.EventEstablished)
 
 	// got collects the next n events by id.
-	got := func(n int) map[*id.ID][]id.EventType {
+	got := func(n int) map[*id.ID][]fabric.EventType {
 		t.Helper()
-		m := map[*id.ID][]id.EventType{}
+		m := map[*id.ID][]fabric.EventType{}
 		for k := 0; k < n; k++ {
 			ev, ok := ch.nextEv(5 * time.Second)
 			if !ok {
@@ -160,7 +162,7 @@ func TestNetmonEvents(t *testing.T) {
 		}
 		return m
 	}
-	one := func(m map[*id.ID][]id.EventType, i *id.ID, name string, want id.EventType) {
+	one := func(m map[*id.ID][]fabric.EventType, i *id.ID, name string, want fabric.EventType) {
 		t.Helper()
 		if evs := m[i]; len(evs) != 1 || evs[0] != want {
 			t.Errorf("%s: events %v, want [%s]", name, evs, want)
@@ -177,7 +179,7 @@ func TestNetmonEvents(t *testing.T) {
 		i    *id.ID
 		name string
 	}{{idB, "bound id"}, {lis, "listener"}, {cli, "client"}, {srv, "passive id"}} {
-		one(m, c.i, c.name, id.EventAddrChange)
+		one(m, c.i, c.name, fabric.EventAddrChange)
 	}
 	ch.none(t, 200*time.Millisecond)
 
@@ -190,20 +192,20 @@ func TestNetmonEvents(t *testing.T) {
 		i    *id.ID
 		name string
 	}{{idA, "bound id"}, {idB, "bound id on the earlier address"}, {lis, "listener"}, {cli, "client"}, {srv, "passive id"}} {
-		one(m, c.i, c.name, id.EventDeviceRemoval)
+		one(m, c.i, c.name, fabric.EventDeviceRemoval)
 	}
 	// The connection was closed, but neither side reports DISCONNECTED
 	// after DEVICE_REMOVAL.
 	ch.none(t, 300*time.Millisecond)
 	for _, i := range []*id.ID{cli, srv} {
-		if s := i.State(); s != id.StateDeviceRemoval {
+		if s := i.State(); s != journal.StateDeviceRemoval {
 			t.Errorf("id %d in state %s, want DEVICE_REMOVAL", i.Handle(), s)
 		}
 	}
 
 	// Deleting a link removes its device.
 	ip("link", "del", "nm2")
-	one(got(1), idX, "id on a deleted link", id.EventDeviceRemoval)
+	one(got(1), idX, "id on a deleted link", fabric.EventDeviceRemoval)
 
 	for _, i := range []*id.ID{idA, idB, idX, cli, srv, lis} {
 		if err := i.Destroy(); err != nil {

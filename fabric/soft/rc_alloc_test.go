@@ -3,7 +3,7 @@ package soft
 import (
 	"testing"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // TestIDPostDoesNotAllocate: posting through the librdmacm-shaped methods
@@ -26,13 +26,13 @@ func TestIDPostDoesNotAllocate(t *testing.T) {
 		if err := p.srv.id.PostRecv(1, sbuf, sm); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.cli.id.PostSend(2, cbuf, cm, id.SendSignaled); err != nil {
+		if err := p.cli.id.PostSend(2, cbuf, cm, fabric.SendSignaled); err != nil {
 			t.Fatal(err)
 		}
-		if wc, err := p.srv.id.GetRecvComp(ctx); err != nil || wc.Status != id.WCSuccess {
+		if wc, err := p.srv.id.GetRecvComp(ctx); err != nil || wc.Status != fabric.WCSuccess {
 			t.Fatalf("recv %+v %v", wc, err)
 		}
-		if wc, err := p.cli.id.GetSendComp(ctx); err != nil || wc.Status != id.WCSuccess {
+		if wc, err := p.cli.id.GetSendComp(ctx); err != nil || wc.Status != fabric.WCSuccess {
 			t.Fatalf("send %+v %v", wc, err)
 		}
 	})
@@ -40,7 +40,7 @@ func TestIDPostDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%.1f allocations per post/complete round", allocs)
 	}
 	_ = p.cli.id.Disconnect()
-	p.cliCh.want(t, id.EventDisconnected)
-	p.srvCh.want(t, id.EventDisconnected)
+	p.cliCh.want(t, fabric.EventDisconnected)
+	p.srvCh.want(t, fabric.EventDisconnected)
 	p.disconnect = false
 }

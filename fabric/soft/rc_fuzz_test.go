@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
 	"github.com/cmrt/cmrt/poll"
 )
@@ -17,10 +17,10 @@ type fuzzConn struct {
 	c    *conn
 	peer int
 	qp   *rcQP
-	src  id.EventSource
+	src  fabric.EventSource
 	l    *loop
 	bufs [][]byte
-	mrs  []id.MR
+	mrs  []fabric.MR
 }
 
 // fuzzSTagKey keys the fuzz connection's protection domain, so that its
@@ -34,7 +34,7 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e, err := src.Create(1, id.PSTCP, id.RC)
+	e, err := src.Create(1, fabric.PSTCP, fabric.RC)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 	if c.gen, err = l.register(c.fd, poll.In|poll.RDHup, c); err != nil {
 		tb.Fatal(err)
 	}
-	x, err := ep.createRCQP(&id.QPInitAttr{Cap: id.QPCap{MaxRecvWR: 4}})
+	x, err := ep.createRCQP(&fabric.QPInitAttr{Cap: fabric.QPCap{MaxRecvWR: 4}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for k, a := range []id.Access{id.AccessLocalWrite, id.AccessLocalWrite | id.AccessRemoteWrite, id.AccessRemoteRead, rwAccess} {
+	for k, a := range []fabric.Access{fabric.AccessLocalWrite, fabric.AccessLocalWrite | fabric.AccessRemoteWrite, fabric.AccessRemoteRead, rwAccess} {
 		b := make([]byte, 256<<k)
 		fc.bufs = append(fc.bufs, b)
 		m, err := fc.qp.RegMR(b, a)
@@ -70,11 +70,11 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 			tb.Fatal(err)
 		}
 		fc.mrs = append(fc.mrs, m)
-		if a&id.AccessLocalWrite != 0 {
-			_ = fc.qp.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: b[:64<<k], MR: m})
+		if a&fabric.AccessLocalWrite != 0 {
+			_ = fc.qp.PostRecv(&fabric.RecvWR{WRID: uint64(k), Buf: b[:64<<k], MR: m})
 		}
 	}
-	_ = fc.qp.PostRecv(&id.RecvWR{WRID: 9})
+	_ = fc.qp.PostRecv(&fabric.RecvWR{WRID: 9})
 	c.startDataPath(false, false, 0)
 	return fc
 }

@@ -12,14 +12,15 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 )
 
 // rcChan is an event channel over a fabric source, for tests in this
 // package (package channel imports it).
-type rcChan struct{ src id.EventSource }
+type rcChan struct{ src fabric.EventSource }
 
-func (c *rcChan) Source() id.EventSource { return c.src }
+func (c *rcChan) Source() fabric.EventSource { return c.src }
 
 func newRCChan(t testing.TB, f *Fabric) *rcChan {
 	t.Helper()
@@ -32,7 +33,7 @@ func newRCChan(t testing.TB, f *Fabric) *rcChan {
 
 // rcEvent is what tests keep of an event (the event itself is acked).
 type rcEvent struct {
-	Type   id.EventType
+	Type   fabric.EventType
 	ID     *id.ID
 	Status int
 }
@@ -51,7 +52,7 @@ func (c *rcChan) nextEv(d time.Duration) (rcEvent, bool) {
 }
 
 // want returns the next event, failing unless it has type t.
-func (c *rcChan) want(tb testing.TB, t id.EventType) rcEvent {
+func (c *rcChan) want(tb testing.TB, t fabric.EventType) rcEvent {
 	tb.Helper()
 	ev, ok := c.nextEv(10 * time.Second)
 	if !ok {
@@ -74,14 +75,14 @@ func (c *rcChan) none(tb testing.TB, d time.Duration) {
 // rcEnd is one side of a test connection.
 type rcEnd struct {
 	id *id.ID
-	qp id.QP
+	qp fabric.QP
 }
 
 // pairOpts configures rcPair.
 type pairOpts struct {
 	srvFab, cliFab *Fabric
-	attr           id.QPInitAttr
-	param          *id.ConnParam                 // client's; nil: IRD/ORD 4
+	attr           fabric.QPInitAttr
+	param          *fabric.ConnParam             // client's; nil: IRD/ORD 4
 	prepSrv        func(tb testing.TB, e *rcEnd) // after CreateQP, before accept
 	prepCli        func(tb testing.TB, e *rcEnd) // after CreateQP, before connect
 }
@@ -100,7 +101,7 @@ type rcPair struct {
 
 func listen(tb testing.TB, ch *rcChan) *id.ID {
 	tb.Helper()
-	lis, err := id.Create(ch, nil, id.PSTCP)
+	lis, err := id.Create(ch, nil, fabric.PSTCP)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -115,20 +116,20 @@ func listen(tb testing.TB, ch *rcChan) *id.ID {
 
 // dial connects a new client id on ch to the listener's port, calling prep
 // between CreateQP and Connect. It waits for ROUTE_RESOLVED only.
-func dial(tb testing.TB, ch *rcChan, port uint16, attr id.QPInitAttr, param *id.ConnParam, prep func(testing.TB, *rcEnd)) *rcEnd {
+func dial(tb testing.TB, ch *rcChan, port uint16, attr fabric.QPInitAttr, param *fabric.ConnParam, prep func(testing.TB, *rcEnd)) *rcEnd {
 	tb.Helper()
-	cid, err := id.Create(ch, nil, id.PSTCP)
+	cid, err := id.Create(ch, nil, fabric.PSTCP)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	if err := cid.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), time.Second); err != nil {
 		tb.Fatal(err)
 	}
-	ch.want(tb, id.EventAddrResolved)
+	ch.want(tb, fabric.EventAddrResolved)
 	if err := cid.ResolveRoute(time.Second); err != nil {
 		tb.Fatal(err)
 	}
-	ch.want(tb, id.EventRouteResolved)
+	ch.want(tb, fabric.EventRouteResolved)
 	if err := cid.CreateQP(&attr); err != nil {
 		tb.Fatal(err)
 	}
@@ -137,7 +138,7 @@ func dial(tb testing.TB, ch *rcChan, port uint16, attr id.QPInitAttr, param *id.
 		prep(tb, e)
 	}
 	if param == nil {
-		param = &id.ConnParam{ResponderResources: 4, InitiatorDepth: 4}
+		param = &fabric.ConnParam{ResponderResources: 4, InitiatorDepth: 4}
 	}
 	if err := cid.Connect(param); err != nil {
 		tb.Fatal(err)
@@ -147,9 +148,9 @@ func dial(tb testing.TB, ch *rcChan, port uint16, attr id.QPInitAttr, param *id.
 
 // acceptNext takes the next CONNECT_REQUEST on ch, creates the QP, runs
 // prep and accepts.
-func acceptNext(tb testing.TB, ch *rcChan, attr id.QPInitAttr, prep func(testing.TB, *rcEnd)) *rcEnd {
+func acceptNext(tb testing.TB, ch *rcChan, attr fabric.QPInitAttr, prep func(testing.TB, *rcEnd)) *rcEnd {
 	tb.Helper()
-	ev := ch.want(tb, id.EventConnectRequest)
+	ev := ch.want(tb, fabric.EventConnectRequest)
 	if err := ev.ID.CreateQP(&attr); err != nil {
 		tb.Fatal(err)
 	}
@@ -176,8 +177,8 @@ func newPair(tb testing.TB, o pairOpts) *rcPair {
 	p.lis = listen(tb, p.srvCh)
 	p.cli = dial(tb, p.cliCh, p.lis.LocalAddr().Port(), o.attr, o.param, o.prepCli)
 	p.srv = acceptNext(tb, p.srvCh, o.attr, o.prepSrv)
-	p.srvCh.want(tb, id.EventEstablished)
-	p.cliCh.want(tb, id.EventEstablished)
+	p.srvCh.want(tb, fabric.EventEstablished)
+	p.cliCh.want(tb, fabric.EventEstablished)
 	return p
 }
 
@@ -188,8 +189,8 @@ func (p *rcPair) close() {
 	tb.Helper()
 	if p.disconnect {
 		_ = p.cli.id.Disconnect()
-		p.cliCh.want(tb, id.EventDisconnected)
-		p.srvCh.want(tb, id.EventDisconnected)
+		p.cliCh.want(tb, fabric.EventDisconnected)
+		p.srvCh.want(tb, fabric.EventDisconnected)
 	}
 	for _, i := range []*id.ID{p.cli.id, p.srv.id, p.lis} {
 		if err := i.Destroy(); err != nil {
@@ -212,7 +213,7 @@ func quiesce(tb testing.TB, fabs ...*Fabric) {
 }
 
 // reg registers a buffer or fails.
-func reg(tb testing.TB, e *rcEnd, buf []byte, a id.Access) id.MR {
+func reg(tb testing.TB, e *rcEnd, buf []byte, a fabric.Access) fabric.MR {
 	tb.Helper()
 	if len(buf) == 0 {
 		buf = make([]byte, 1)
@@ -224,14 +225,14 @@ func reg(tb testing.TB, e *rcEnd, buf []byte, a id.Access) id.MR {
 	return m
 }
 
-const rwAccess = id.AccessLocalWrite | id.AccessRemoteRead | id.AccessRemoteWrite
+const rwAccess = fabric.AccessLocalWrite | fabric.AccessRemoteRead | fabric.AccessRemoteWrite
 
 // comp waits for the next completion on cq.
-func comp(tb testing.TB, cq id.CQ) id.WC {
+func comp(tb testing.TB, cq fabric.CQ) fabric.WC {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var wc [1]id.WC
+	var wc [1]fabric.WC
 	for {
 		if cq.Poll(wc[:]) == 1 {
 			return wc[0]
@@ -243,7 +244,7 @@ func comp(tb testing.TB, cq id.CQ) id.WC {
 }
 
 // wantWC checks a completion's status and opcode.
-func wantWC(tb testing.TB, wc id.WC, st id.WCStatus, op id.WCOpcode) {
+func wantWC(tb testing.TB, wc fabric.WC, st fabric.WCStatus, op fabric.WCOpcode) {
 	tb.Helper()
 	if wc.Status != st || wc.Opcode != op {
 		tb.Fatalf("completion %+v: status %s opcode %d, want %s %d", wc, wc.Status, wc.Opcode, st, op)

@@ -3,7 +3,7 @@ package soft
 import (
 	"testing"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // TestSTagNotCountable: the region registered right after an advertised
@@ -14,11 +14,11 @@ func TestSTagNotCountable(t *testing.T) {
 	p.disconnect = true
 	defer p.close()
 	for run := 0; run < 8; run++ {
-		a, err := p.srv.qp.RegMR(make([]byte, 64), id.AccessRemoteRead)
+		a, err := p.srv.qp.RegMR(make([]byte, 64), fabric.AccessRemoteRead)
 		if err != nil {
 			t.Fatal(err)
 		}
-		secret, err := p.srv.qp.RegMR(make([]byte, 64), id.AccessRemoteRead|id.AccessRemoteWrite)
+		secret, err := p.srv.qp.RegMR(make([]byte, 64), fabric.AccessRemoteRead|fabric.AccessRemoteWrite)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +48,7 @@ func TestSTagNoRecurrence(t *testing.T) {
 	seen := make(map[uint32]int, n)
 	buf := make([]byte, 4096)
 	for k := 0; k < n; k++ {
-		m, err := p.srv.qp.RegMR(buf, id.AccessRemoteRead|id.AccessRemoteWrite)
+		m, err := p.srv.qp.RegMR(buf, fabric.AccessRemoteRead|fabric.AccessRemoteWrite)
 		if err != nil {
 			t.Fatal(err)
 		}

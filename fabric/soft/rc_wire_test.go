@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/iwarp"
 )
@@ -114,8 +115,8 @@ type rawServerSide struct {
 	lis   *id.ID
 	port  string
 	ids   []*id.ID
-	write id.MR // a 64-byte remote-writable region of the last accepted id
-	read  id.MR // a 64-byte remote-readable one
+	write fabric.MR // a 64-byte remote-writable region of the last accepted id
+	read  fabric.MR // a 64-byte remote-readable one
 }
 
 // rawAccept dials the Go listener from a raw TCP peer, sends req, lets the
@@ -134,18 +135,18 @@ func (s *rawServerSide) rawAccept(tb testing.TB, req iwarp.MPAFrame, wantEstabli
 	if _, err := c.Write(b); err != nil {
 		tb.Fatal(err)
 	}
-	e := acceptNext(tb, s.ch, id.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
+	e := acceptNext(tb, s.ch, fabric.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
 		buf := make([]byte, 64)
-		m := reg(tb, e, buf, id.AccessLocalWrite)
-		if err := e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
+		m := reg(tb, e, buf, fabric.AccessLocalWrite)
+		if err := e.qp.PostRecv(&fabric.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
 			tb.Fatal(err)
 		}
-		s.write = reg(tb, e, make([]byte, 64), id.AccessLocalWrite|id.AccessRemoteWrite)
-		s.read = reg(tb, e, make([]byte, 64), id.AccessRemoteRead)
+		s.write = reg(tb, e, make([]byte, 64), fabric.AccessLocalWrite|fabric.AccessRemoteWrite)
+		s.read = reg(tb, e, make([]byte, 64), fabric.AccessRemoteRead)
 	})
 	s.ids = append(s.ids, e.id)
 	if wantEstablished {
-		s.ch.want(tb, id.EventEstablished)
+		s.ch.want(tb, fabric.EventEstablished)
 	}
 	f, extra := readMPA(tb, c)
 	if len(extra) > 0 {
@@ -265,7 +266,7 @@ func TestRCMalformed(t *testing.T) {
 		t.Helper()
 		_ = by.srv.id.PostRecv(1, nil, nil)
 		_ = by.cli.id.PostSend(2, nil, nil, 0)
-		wantWC(t, comp(t, by.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
+		wantWC(t, comp(t, by.srv.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
 	}
 	s := newRawServerSide(t, f)
 	for _, k := range cases {
@@ -278,7 +279,7 @@ func TestRCMalformed(t *testing.T) {
 			if k.name == "fin-mid-fpdu" {
 				_ = c.(*net.TCPConn).CloseWrite()
 			}
-			s.ch.want(t, id.EventDisconnected)
+			s.ch.want(t, fabric.EventDisconnected)
 			us := readULPDUs(t, c, k.crc, nil)
 			var got *iwarp.Terminate
 			for _, u := range us {
@@ -304,7 +305,7 @@ func TestRCMalformed(t *testing.T) {
 			}
 			// The id's posted receive is flushed (or was used).
 			qp := s.ids[len(s.ids)-1].QP()
-			if wc := comp(t, qp.RecvCQ()); wc.Status != id.WCWRFlushErr && wc.Status != id.WCSuccess && wc.Status != id.WCLocLenErr {
+			if wc := comp(t, qp.RecvCQ()); wc.Status != fabric.WCWRFlushErr && wc.Status != fabric.WCSuccess && wc.Status != fabric.WCLocLenErr {
 				t.Fatalf("receive completion %+v", wc)
 			}
 			ping()
@@ -331,10 +332,10 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 			f := New()
 			ch := newRCChan(t, f)
 			buf := make([]byte, 100)
-			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
-				m := reg(tb, e, buf, id.AccessLocalWrite)
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+				m := reg(tb, e, buf, fabric.AccessLocalWrite)
 				for k := 0; k < 2; k++ {
-					_ = e.qp.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: buf, MR: m})
+					_ = e.qp.PostRecv(&fabric.RecvWR{WRID: uint64(k), Buf: buf, MR: m})
 				}
 			})
 			c, err := ln.Accept()
@@ -354,18 +355,18 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 			if _, err := c.Write(b); err != nil {
 				t.Fatal(err)
 			}
-			ch.want(t, id.EventEstablished)
+			ch.want(t, fabric.EventEstablished)
 			wc := comp(t, e.qp.RecvCQ())
-			if wc.Status != id.WCSuccess || wc.ByteLen != 100 || wc.Solicited {
+			if wc.Status != fabric.WCSuccess || wc.ByteLen != 100 || wc.Solicited {
 				t.Fatalf("%+v", wc)
 			}
 			wc = comp(t, e.qp.RecvCQ())
-			if wc.Status != id.WCSuccess || wc.ByteLen != 10 || !wc.Solicited {
+			if wc.Status != fabric.WCSuccess || wc.ByteLen != 10 || !wc.Solicited {
 				t.Fatalf("%+v", wc)
 			}
 			sameBytes(t, buf[:10], msg[:10])
 			// A send from the Go side: exactly siw's layout for 100 bytes.
-			_ = e.id.PostSend(3, msg, nil, id.SendInline)
+			_ = e.id.PostSend(3, msg, nil, fabric.SendInline)
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			out := make([]byte, 124)
 			if _, err := io.ReadFull(c, out); err != nil {
@@ -380,7 +381,7 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 				t.Fatalf("send on the wire:\n%x\nwant\n%x", out, want)
 			}
 			_ = c.Close()
-			ch.want(t, id.EventDisconnected)
+			ch.want(t, fabric.EventDisconnected)
 			_ = e.id.Destroy()
 			_ = ch.src.Close()
 			quiesce(t, f)
@@ -401,8 +402,8 @@ func TestRCP2PWire(t *testing.T) {
 			f := New(WithP2P(RTRWrite | RTRRead))
 			ch := newRCChan(t, f)
 			buf := make([]byte, 8)
-			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
-				_ = e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: reg(tb, e, buf, id.AccessLocalWrite)})
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+				_ = e.qp.PostRecv(&fabric.RecvWR{WRID: 1, Buf: buf, MR: reg(tb, e, buf, fabric.AccessLocalWrite)})
 			})
 			c, err := ln.Accept()
 			if err != nil {
@@ -416,7 +417,7 @@ func TestRCP2PWire(t *testing.T) {
 				WriteRTR: rtr == RTRWrite, ReadRTR: rtr == RTRRead}
 			b, _ := iwarp.AppendMPA(nil, &rep)
 			_, _ = c.Write(b)
-			ch.want(t, id.EventEstablished)
+			ch.want(t, fabric.EventEstablished)
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			if rtr == RTRWrite {
 				got := make([]byte, 20)
@@ -442,11 +443,11 @@ func TestRCP2PWire(t *testing.T) {
 			}
 			_, _ = c.Write(fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("p2p!"), false))
 			wc := comp(t, e.qp.RecvCQ())
-			if wc.Status != id.WCSuccess || string(buf[:wc.ByteLen]) != "p2p!" {
+			if wc.Status != fabric.WCSuccess || string(buf[:wc.ByteLen]) != "p2p!" {
 				t.Fatalf("%+v %q", wc, buf)
 			}
 			_ = c.Close()
-			ch.want(t, id.EventDisconnected)
+			ch.want(t, fabric.EventDisconnected)
 			_ = e.id.Destroy()
 			_ = ch.src.Close()
 			_ = ln.Close()
@@ -471,7 +472,7 @@ func TestRCP2PWire(t *testing.T) {
 				rtr = fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1, Read: iwarp.ReadRequest{SinkSTag: 77}}, nil, false)
 			}
 			_, _ = c.Write(rtr)
-			s.ch.want(t, id.EventEstablished)
+			s.ch.want(t, fabric.EventEstablished)
 			if rep.ReadRTR {
 				got := make([]byte, 20)
 				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -484,7 +485,7 @@ func TestRCP2PWire(t *testing.T) {
 				}
 			}
 			_ = c.Close()
-			s.ch.want(t, id.EventDisconnected)
+			s.ch.want(t, fabric.EventDisconnected)
 		}
 		s.close(t)
 		quiesce(t, f)
@@ -502,7 +503,7 @@ func TestRCResponderHold(t *testing.T) {
 		c, _ := s.rawAccept(t, enhancedReq(false), true)
 		srv := s.ids[len(s.ids)-1]
 		t0 := time.Now()
-		if err := srv.PostSend(1, []byte("first"), nil, id.SendInline); err != nil {
+		if err := srv.PostSend(1, []byte("first"), nil, fabric.SendInline); err != nil {
 			t.Fatal(err)
 		}
 		if initiatorFirst {
@@ -524,7 +525,7 @@ func TestRCResponderHold(t *testing.T) {
 			t.Errorf("FPDU %x", got)
 		}
 		_ = c.Close()
-		s.ch.want(t, id.EventDisconnected)
+		s.ch.want(t, fabric.EventDisconnected)
 	}
 	s.close(t)
 	quiesce(t, f)

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"testing"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -26,7 +27,7 @@ func BenchmarkRoute(b *testing.B) {
 	b.Run("socket=shared", func(b *testing.B) {
 		ch := newRCChan(b, f)
 		defer ch.src.Close()
-		cm, err := id.Create(ch, nil, id.PSTCP)
+		cm, err := id.Create(ch, nil, fabric.PSTCP)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -32,6 +32,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel"
 	"github.com/cmrt/cmrt/id"
 )
@@ -130,9 +131,9 @@ func addrPort(ip string) netip.AddrPort {
 // kch is a minimal event channel over a kernel event source. kcheck does
 // not use package channel, so that it builds whatever state the other
 // fabrics are in; the channel package is tested on its own.
-type kch struct{ src id.EventSource }
+type kch struct{ src fabric.EventSource }
 
-func (c *kch) Source() id.EventSource { return c.src }
+func (c *kch) Source() fabric.EventSource { return c.src }
 
 func (c *kch) GetEventContext(ctx context.Context) (*id.Event, error) {
 	return id.NextEvent(ctx, c.src, true)
