@@ -16,8 +16,9 @@
 // names, port spaces, connection parameters, private-data limits and the
 // errno values (every error satisfies errors.Is(err, syscall.EXXX) with the
 // errno librdmacm would set). Destroy waits until every event reported for
-// the id has been acknowledged; CONNECT_REQUEST events count against the
-// listener.
+// the id has been acknowledged (CONNECT_REQUEST events count against the
+// listener), except while a handler of one of them runs: then the id is
+// finalized, and ID.Done closed, when the last is acknowledged.
 //
 // GetAddrInfo and CreateEP are rdma_getaddrinfo and rdma_create_ep: a
 // synchronous id bound (passive) or resolved (active), with its QP.

@@ -9,7 +9,6 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id/journal"
-	"github.com/cmrt/cmrt/internal/goid"
 )
 
 // Channel is an event channel: the queue an asynchronous id reports its
@@ -45,14 +44,14 @@ type ID struct {
 	qp        QP
 	reqQP     *QPInitAttr // a CreateEP listener's: the QP GetRequest gives each request's id
 	finalized bool
-	chNum     uint64 // src's channel number, stamped on journal records
+	done      chan struct{} // Done's channel, made on demand; closed (or closedChan) once finalized
+	chNum     uint64        // src's channel number, stamped on journal records
 
 	destroyed atomic.Bool
 	reported  atomic.Uint64 // events delivered with this id as owner
 	completed atomic.Uint64 // of those, acknowledged
 	waiters   atomic.Int32  // goroutines waiting on cond
-	handling  atomic.Int32  // handlers running for events this id owns
-	inHandler []*Event      // those events, under mu
+	handling  atomic.Int32  // handlers running for events this id owns (Event.Handle)
 	deferWait atomic.Bool   // a destroy waits for completion in the background
 	deferGoal atomic.Uint64
 }
@@ -286,57 +285,30 @@ func (i *ID) waitCompleted(done func() bool) {
 }
 
 // waitAll waits until every event reported so far is acknowledged, unless
-// it is called from the handler of one of them (which would wait for
-// itself). It reports whether it waited.
+// a handler of one of the id's events is running (see handlerRunning). It
+// reports whether it waited.
 func (i *ID) waitAll() bool {
 	goal := i.reported.Load()
-	if i.calledFromHandler() {
+	if i.handlerRunning() {
 		return false
 	}
 	i.waitCompleted(func() bool { return i.completed.Load() >= goal })
 	return true
 }
 
-// beginHandler and endHandler bracket a handler of an event this id owns.
-func (i *ID) beginHandler(ev *Event) {
-	i.handling.Add(1)
-	i.mu.Lock()
-	i.inHandler = append(i.inHandler, ev)
-	i.mu.Unlock()
-}
+// beginHandler and endHandler bracket a handler of an event this id owns
+// (Event.Handle).
+func (i *ID) beginHandler() { i.handling.Add(1) }
 
-func (i *ID) endHandler(ev *Event) {
-	i.mu.Lock()
-	for k, x := range i.inHandler {
-		if x == ev {
-			last := len(i.inHandler) - 1
-			i.inHandler[k] = i.inHandler[last]
-			i.inHandler[last] = nil
-			i.inHandler = i.inHandler[:last]
-			break
-		}
-	}
-	i.mu.Unlock()
-	i.handling.Add(-1)
-}
+func (i *ID) endHandler() { i.handling.Add(-1) }
 
-// calledFromHandler reports whether the calling goroutine is running the
-// handler of an event this id owns. Only then may a wait for this id's
-// acknowledgements be skipped: it would wait for itself.
-func (i *ID) calledFromHandler() bool {
-	if i.handling.Load() == 0 {
-		return false
-	}
-	me := goid.ID()
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for _, ev := range i.inHandler {
-		if ev.handlerG == me {
-			return true
-		}
-	}
-	return false
-}
+// handlerRunning reports whether a handler of an event this id owns is
+// running. Destroy, Migrate and LeaveMulticast then do not wait for the
+// acknowledgement of the id's events: the caller may be that handler, and
+// waiting would be waiting for itself. Whether it is, they do not ask (a
+// goroutine has no identity to ask by): a goroutine that must know that no
+// handler of the id still runs waits on Done.
+func (i *ID) handlerRunning() bool { return i.handling.Load() > 0 }
 
 // takeEvent detaches the current event of a synchronous id, for the caller
 // to acknowledge once i.mu is released.
@@ -356,12 +328,21 @@ func ackTaken(ev *Event) {
 
 // Destroy destroys the id, as rdma_destroy_id: the fabric endpoint is
 // released at once (queued events for it are dropped, pending connection
-// requests on a listener are rejected), then Destroy waits until every event
-// reported for the id has been acknowledged. Called from a handler of one of
-// those events, it returns without waiting and the id is finalized when the
-// last one is acknowledged; called from another goroutine while a handler
-// of the id runs, it waits for the handler. Destroying twice fails with
-// EINVAL.
+// requests on a listener are rejected) and no event is reported for the id
+// afterwards. Destroying twice fails with EINVAL.
+//
+// Then, as librdmacm's rdma_destroy_id, Destroy waits until every event
+// reported for the id has been acknowledged (CONNECT_REQUEST events count
+// against the listener) — unless a handler of one of the id's events is
+// running (a reactor's, or any h given to Event.Handle), whoever calls:
+// then it returns at once, without waiting for the events being handled
+// nor for those queued behind them, and the id is finalized when the last
+// of them is acknowledged. A handler may so destroy its own id. A
+// goroutine that must know that no handler of the id still runs (to free
+// what the handlers use) waits on Done, which is closed when the id is
+// finalized; a handler must not wait on Done (it would wait for itself).
+// An id used with GetEvent and Ack only (no handler) keeps librdmacm's
+// blocking Destroy: when it returns, Done is closed.
 func (i *ID) Destroy() error {
 	i.mu.Lock()
 	if i.state == StateDestroyed {
@@ -389,7 +370,7 @@ func (i *ID) Destroy() error {
 	ackTaken(old)
 
 	goal := i.reported.Load()
-	if i.calledFromHandler() {
+	if i.handlerRunning() {
 		i.deferGoal.Store(goal)
 		i.deferWait.Store(true)
 		if i.completed.Load() >= goal && i.deferWait.CompareAndSwap(true, false) {
@@ -402,7 +383,8 @@ func (i *ID) Destroy() error {
 	return wrap("destroy_id", err)
 }
 
-// finalize releases what outlives the endpoint: the private channel.
+// finalize releases what outlives the endpoint (the private channel), then
+// closes Done's channel.
 func (i *ID) finalize() {
 	i.mu.Lock()
 	if i.finalized {
@@ -415,6 +397,37 @@ func (i *ID) finalize() {
 	if sync {
 		_ = src.Close()
 	}
+	i.mu.Lock()
+	if i.done != nil {
+		close(i.done)
+	} else {
+		i.done = closedChan
+	}
+	i.mu.Unlock()
+}
+
+// closedChan is Done's channel of an id finalized before anyone asked.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Done returns a channel that is closed when the destroyed id is finalized:
+// every event reported for it has been acknowledged (so no handler of the
+// id's events runs any more, and none will) and its private channel, if it
+// is synchronous, is closed. It is never closed for an id that is not
+// destroyed. Destroy called with a handler of the id running returns before
+// that (see Destroy); a goroutine that must know the handlers are done
+// waits on Done. A handler of the id's events must not: it would wait for
+// itself.
+func (i *ID) Done() <-chan struct{} {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.done == nil {
+		i.done = make(chan struct{})
+	}
+	return i.done
 }
 
 // usable returns EINVAL for a destroyed id (and ENXIO-like misuse).

@@ -9,8 +9,9 @@ import (
 
 // Migrate moves the id to another event channel, as rdma_migrate_id: events
 // still queued for it move too, and Migrate waits until the events already
-// reported through the old channel have been acknowledged (unless it is
-// called from a handler of one of them). A nil channel makes the id
+// reported through the old channel have been acknowledged, unless a handler
+// of one of the id's events is running (see Handler): then it returns
+// without waiting for them. A nil channel makes the id
 // synchronous with a new private channel; migrating a synchronous id to nil
 // is EINVAL, as is a channel of another fabric.
 func (i *ID) Migrate(ch Channel) error {

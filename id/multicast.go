@@ -76,8 +76,10 @@ func (i *ID) JoinMulticastContext(ctx context.Context, group netip.Addr, flags J
 // LeaveMulticast leaves a group, as rdma_leave_multicast: traffic to the
 // group stops reaching the id, and the call waits until the join's events
 // have been acknowledged (on a synchronous id whose current event is the
-// join's, that event is acknowledged first: librdmacm would wait forever).
-// Leaving a group that was never joined fails with EADDRNOTAVAIL.
+// join's, that event is acknowledged first: librdmacm would wait forever),
+// unless a handler of one of the id's events is running (see Handler):
+// then it returns without waiting. Leaving a group that was never joined
+// fails with EADDRNOTAVAIL.
 func (i *ID) LeaveMulticast(group netip.Addr) error {
 	group = group.Unmap()
 	var mc *multicast
@@ -101,7 +103,7 @@ func (i *ID) LeaveMulticast(group netip.Addr) error {
 	i.mu.Unlock()
 	ackTaken(old)
 	goal := mc.reported.Load()
-	if i.calledFromHandler() {
+	if i.handlerRunning() {
 		return err
 	}
 	mc.waiters.Add(1)

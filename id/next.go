@@ -40,9 +40,9 @@ func NextEvent(ctx context.Context, src fabric.EventSource, block bool) (*Event,
 // TakeEvent is NextEvent without waiting, for runtimes that hand each event
 // to a handler (package reactor): the event belongs to the library, which
 // reuses it once its handler has run, so taking and dispatching an event
-// allocates nothing. It must be passed to HandleOn (or Handle) exactly once;
-// Ack outside the handler fails with EINVAL, and the event must not be used
-// after HandleOn returns.
+// allocates nothing. It must be passed to Handle exactly once; Ack outside
+// the handler fails with EINVAL, and the event must not be used after
+// Handle returns.
 func TakeEvent(src fabric.EventSource) (*Event, error) {
 	for {
 		ev := eventPool.Get().(*Event)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
-	"github.com/cmrt/cmrt/internal/goid"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -80,7 +79,6 @@ type Reactor struct {
 	waker  *poll.Waker
 	pool   *ants.Pool
 	done   chan struct{}
-	loopG  uint64 // the loop goroutine's id (package internal/goid)
 
 	state    atomic.Int32 // 0 open, 1 closing, 2 closed
 	closeMu  sync.Mutex
@@ -454,7 +452,6 @@ func (r *Reactor) closePfdLocked(reg *registration) {
 // for it (a handler that blocked past Close's deadline).
 func (r *Reactor) loop() {
 	defer r.exit()
-	r.loopG = goid.ID()
 	events := make([]poll.Event, 128)
 	// After a busy batch, look again without blocking, and yield once before
 	// sleeping in epoll_wait: the goroutine that will post the next piece of
@@ -639,7 +636,7 @@ func (r *Reactor) resume() {
 func (r *Reactor) dispatch(ev *id.Event, h id.Handler) {
 	if r.pool == nil {
 		r.inline.Add(1)
-		r.handle(ev, h, r.loopG)
+		r.handle(ev, h)
 		r.inline.Add(-1)
 		return
 	}
@@ -672,7 +669,6 @@ func (r *Reactor) enqueue(key any, it item) {
 // the reactor stops.
 func (r *Reactor) worker() {
 	defer r.workers.Done()
-	g := goid.ID()
 	wc := new(id.WC) // handed to completion handlers: one per worker, not per item
 	r.mbMu.Lock()
 	for {
@@ -701,7 +697,7 @@ func (r *Reactor) worker() {
 				*wc = it.wc
 				r.handleWC(it.reg, wc)
 			} else {
-				r.handle(it.ev, it.h, g)
+				r.handle(it.ev, it.h)
 			}
 			r.mbMu.Lock()
 		}
@@ -717,7 +713,7 @@ func (r *Reactor) stopWorkers() {
 }
 
 // handle runs one handler; Event.Handle acknowledges the event.
-func (r *Reactor) handle(ev *id.Event, h id.Handler, g uint64) {
+func (r *Reactor) handle(ev *id.Event, h id.Handler) {
 	handle, typ := ev.ID.Handle(), ev.Type
 	defer func() {
 		if v := recover(); v != nil {
@@ -725,7 +721,7 @@ func (r *Reactor) handle(ev *id.Event, h id.Handler, g uint64) {
 		}
 		r.handled()
 	}()
-	if err := ev.HandleOn(h, g); err != nil {
+	if err := ev.Handle(h); err != nil {
 		r.stats.errors.Add(1)
 		r.report(&HandlerError{ID: handle, Type: typ, Err: err})
 	}
@@ -868,7 +864,7 @@ func (r *Reactor) settle(ctx context.Context) error {
 
 // abandon acknowledges the events no handler has started, without their
 // handlers, when Close gives up waiting; connection requests among them
-// are rejected and their new ids destroyed (Event.HandleOn does that for a
+// are rejected and their new ids destroyed (Event.Handle does that for a
 // request whose handler fails without answering it).
 func (r *Reactor) abandon() {
 	r.mbMu.Lock()
@@ -892,7 +888,7 @@ func (r *Reactor) abandon() {
 	r.runq = nil
 	r.mbMu.Unlock()
 	for _, ev := range evs {
-		_ = ev.HandleOn(abandoned{}, 0)
+		_ = ev.Handle(abandoned{})
 	}
 	for ; n > 0; n-- {
 		r.handled()

@@ -163,32 +163,112 @@ func TestPoolKeepsPerIDOrder(t *testing.T) {
 	}
 }
 
-func TestDestroyWaitsForRunningHandler(t *testing.T) {
+// Destroy from another goroutine while a handler of the id runs (inline or
+// on a worker) returns without waiting for it, nor for the event queued
+// behind it; Done is closed once the handler returned, and the queued
+// event's handler never runs.
+func TestDestroyWhileHandlerRunsReturnsAndDoneWaits(t *testing.T) {
 	for _, workers := range []int{0, 2} {
 		fx := newFixture(t, 1, reactor.WithWorkers(workers))
 		release := make(chan struct{})
 		entered := make(chan struct{})
+		var calls atomic.Int32
 		_ = fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
-			close(entered)
-			<-release
+			if calls.Add(1) == 1 {
+				close(entered)
+				<-release
+			}
 			return nil
 		}))
 		cm := fx.ids[0]
 		ep(cm).Inject(id.EventUser, 0, nil)
+		ep(cm).Inject(id.EventUser, 1, nil)
 		<-entered
-		done := make(chan struct{})
-		go func() { _ = cm.Destroy(); close(done) }()
+		returned := make(chan struct{})
+		go func() { _ = cm.Destroy(); close(returned) }()
 		select {
-		case <-done:
-			t.Fatalf("workers=%d: Destroy returned while the handler ran", workers)
+		case <-returned:
+		case <-time.After(2 * time.Second):
+			close(release)
+			t.Fatalf("workers=%d: Destroy waited for the running handler", workers)
+		}
+		select {
+		case <-cm.Done():
+			close(release)
+			t.Fatalf("workers=%d: Done closed while the handler runs", workers)
 		case <-time.After(50 * time.Millisecond):
 		}
 		close(release)
 		select {
-		case <-done:
+		case <-cm.Done():
 		case <-time.After(2 * time.Second):
-			t.Fatalf("workers=%d: Destroy still blocked after the handler returned", workers)
+			t.Fatalf("workers=%d: Done not closed after the handler returned", workers)
 		}
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("workers=%d: %d handler calls, want 1 (the second event is the destroyed id's)", workers, n)
+		}
+	}
+}
+
+// A handler that destroys its own id returns (inline and on workers) while
+// the id's next event is queued behind it; that event is acknowledged
+// without its handler, Done closes, and no goroutine or descriptor is left.
+func TestDestroyFromOwnHandlerDoesNotWait(t *testing.T) {
+	for _, workers := range []int{0, 2} {
+		fds := fdCount(t)
+		f := fakefab.New("fake", false)
+		ch, err := channel.New(channel.WithFabric(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := reactor.New(reactor.WithWorkers(workers))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := id.Create(ch, nil, id.PSTCP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Both events wait in the channel before it is registered: the loop
+		// takes them in one batch, so the second is queued behind the first
+		// (in the id's mailbox, or in the inline batch) when its handler
+		// destroys the id.
+		ep(cm).Inject(id.EventUser, 0, nil)
+		ep(cm).Inject(id.EventUser, 1, nil)
+		destroyed := make(chan error, 1)
+		var calls atomic.Int32
+		_ = r.Register(ch, handlers.Func(func(ev *id.Event) error {
+			if calls.Add(1) == 1 {
+				destroyed <- ev.ID.Destroy()
+			}
+			return nil
+		}))
+		select {
+		case err := <-destroyed:
+			if err != nil {
+				t.Fatalf("workers=%d: Destroy: %v", workers, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("workers=%d: Destroy from the id's own handler did not return", workers)
+		}
+		select {
+		case <-cm.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("workers=%d: Done not closed", workers)
+		}
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("workers=%d: %d handler calls, want 1", workers, n)
+		}
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := fdCount(t); n != fds {
+			t.Errorf("workers=%d: %d descriptors open, %d before", workers, n, fds)
+		}
+		goleak.VerifyNone(t)
 	}
 }
 
