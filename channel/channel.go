@@ -4,8 +4,8 @@
 // non-blocking), and Ack to acknowledge it.
 //
 // A channel belongs to one fabric: the default one (the software fabric, or
-// the one $CMRT_FABRIC names) or the one given with WithFabric. Importing
-// this package registers the fabrics that ship with cmrt.
+// the one $CMRT_FABRIC names; package id registers the fabrics that ship
+// with cmrt) or the one given with WithFabric.
 package channel
 
 import (
@@ -18,9 +18,6 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
-
-	_ "github.com/cmrt/cmrt/fabric/kernel" // registers the "kernel" fabric
-	_ "github.com/cmrt/cmrt/fabric/soft"   // registers the "soft" fabric
 )
 
 // Channel is an event channel. It is safe for concurrent use.

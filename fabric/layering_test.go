@@ -20,25 +20,7 @@ var exempt = map[string]bool{module + "/fabric/kernel/internal/kcheck": true}
 // implement database/sql/driver, and id imports them (for its default
 // fabric), never the other way round.
 func TestFabricsDoNotImportID(t *testing.T) {
-	root, err := filepath.Abs("..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	imports := map[string][]string{} // module packages' imports, non-test files
-	var load func(path string) []string
-	load = func(path string) []string {
-		if imps, ok := imports[path]; ok {
-			return imps
-		}
-		imports[path] = nil
-		dir := filepath.Join(root, strings.TrimPrefix(strings.TrimPrefix(path, module), "/"))
-		p, err := build.ImportDir(dir, 0)
-		if err != nil {
-			t.Fatalf("%s: %v", path, err)
-		}
-		imports[path] = p.Imports
-		return p.Imports
-	}
+	root, load := importGraph(t)
 	// reaches returns the chain from path to a package id imports, if any.
 	var reaches func(path string, seen map[string]bool) []string
 	reaches = func(path string, seen map[string]bool) []string {
@@ -57,7 +39,7 @@ func TestFabricsDoNotImportID(t *testing.T) {
 		return nil
 	}
 	checked := 0
-	err = filepath.WalkDir(filepath.Join(root, "fabric"), func(path string, d fs.DirEntry, err error) error {
+	err := filepath.WalkDir(filepath.Join(root, "fabric"), func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.IsDir() {
 			return err
 		}
@@ -83,5 +65,56 @@ func TestFabricsDoNotImportID(t *testing.T) {
 	}
 	if checked < 4 {
 		t.Fatalf("checked %d packages under fabric/, want fabric, soft, kernel, ucma at least", checked)
+	}
+}
+
+// importGraph returns the module's root directory and a function giving a
+// module package's imports (non-test files).
+func importGraph(t *testing.T) (string, func(path string) []string) {
+	t.Helper()
+	root, err := filepath.Abs("..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	imports := map[string][]string{}
+	var load func(path string) []string
+	load = func(path string) []string {
+		if imps, ok := imports[path]; ok {
+			return imps
+		}
+		imports[path] = nil
+		dir := filepath.Join(root, strings.TrimPrefix(strings.TrimPrefix(path, module), "/"))
+		p, err := build.ImportDir(dir, 0)
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		imports[path] = p.Imports
+		return p.Imports
+	}
+	return root, load
+}
+
+// Package id imports the fabrics that ship with cmrt (through
+// internal/fabrics), so that a program importing id alone finds the
+// default fabric: id.Create(nil, ...) and channel.New() need no import of
+// a fabric.
+func TestIDImportsTheFabrics(t *testing.T) {
+	_, load := importGraph(t)
+	deps := map[string]bool{}
+	var walk func(path string)
+	walk = func(path string) {
+		if deps[path] || !strings.HasPrefix(path, module) {
+			return
+		}
+		deps[path] = true
+		for _, imp := range load(path) {
+			walk(imp)
+		}
+	}
+	walk(module + "/id")
+	for _, f := range []string{"/fabric/soft", "/fabric/kernel"} {
+		if !deps[module+f] {
+			t.Errorf("package id does not import %s", module+f)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package soft
 import (
 	"crypto/aes"
 	"encoding/binary"
+	"errors"
 	"syscall"
 	"testing"
 
@@ -73,22 +74,22 @@ func TestSTagReserved(t *testing.T) {
 func TestPDRegions(t *testing.T) {
 	p, q := newTestPD(t), newTestPD(t)
 	m := mustReg(t, p, make([]byte, 8), fabric.AccessRemoteRead)
-	if _, err := q.region(m); !isErrno(err, syscall.EINVAL) {
+	if _, err := q.region(m); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("region of another domain: %v", err)
 	}
-	if err := q.DeregMR(m); !isErrno(err, syscall.EINVAL) {
+	if err := q.DeregMR(m); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("dereg in another domain: %v", err)
 	}
 	if q.mrs.lookup(m.stag) != nil {
 		t.Fatal("STag found in another domain")
 	}
-	if _, err := p.RegMR(nil, 0); !isErrno(err, syscall.EINVAL) {
+	if _, err := p.RegMR(nil, 0); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("empty buffer: %v", err)
 	}
 	if err := p.DeregMR(m); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.DeregMR(m); !isErrno(err, syscall.EINVAL) {
+	if err := p.DeregMR(m); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("second dereg: %v", err)
 	}
 	m = mustReg(t, p, make([]byte, 8), fabric.AccessRemoteRead)
@@ -96,7 +97,7 @@ func TestPDRegions(t *testing.T) {
 	if m.valid.Load() || p.mrs.lookup(m.stag) != nil {
 		t.Fatal("region valid after its domain was released")
 	}
-	if _, err := p.RegMR(make([]byte, 8), 0); !isErrno(err, syscall.EINVAL) {
+	if _, err := p.RegMR(make([]byte, 8), 0); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("registration in a released domain: %v", err)
 	}
 }

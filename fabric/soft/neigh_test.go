@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"net/netip"
@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/netlink"
@@ -35,7 +36,7 @@ func TestResolveWaitsForNeighbour(t *testing.T) {
 	ip("addr", "add", "10.66.0.1/24", "dev", "rv0")
 	ip("neigh", "replace", "10.66.0.7", "lladdr", "02:00:00:00:00:07", "dev", "rv0", "nud", "permanent")
 
-	f := New(WithIdleGrace(0))
+	f := soft.New(soft.WithIdleGrace(0))
 	ch := newRCChan(t, f)
 	defer ch.src.Close()
 	resolve := func(dst string, timeout time.Duration) (*id.ID, time.Time) {

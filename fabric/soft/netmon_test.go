@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
 )
@@ -21,10 +22,10 @@ import (
 // and the shared route socket exist exactly while an id is bound: an idle
 // fabric holds no subscription, no socket and no goroutine.
 func TestNetmonLifetime(t *testing.T) {
-	f := New(WithIdleGrace(0))
+	f := soft.New(soft.WithIdleGrace(0))
 	ch := newRCChan(t, f)
 	defer ch.src.Close()
-	if n, on := f.mon.watching(); n != 0 || on {
+	if n, on := soft.MonitorWatching(f); n != 0 || on {
 		t.Fatalf("idle fabric watches %d ids, monitor running %v", n, on)
 	}
 	before := countFDs(t)
@@ -32,7 +33,7 @@ func TestNetmonLifetime(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, on := f.mon.watching(); n != 0 || on {
+	if n, on := soft.MonitorWatching(f); n != 0 || on {
 		t.Fatalf("unbound id watched (%d, %v)", n, on)
 	}
 	if err := a.Bind(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
@@ -45,8 +46,8 @@ func TestNetmonLifetime(t *testing.T) {
 	if err := b.Bind(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
 		t.Fatal(err)
 	}
-	if n, on := f.mon.watching(); n != 2 || !on || !f.mon.sharesRouteSocket() {
-		t.Fatalf("two bound ids: watching %d, monitor running %v, route socket %v", n, on, f.mon.sharesRouteSocket())
+	if n, on := soft.MonitorWatching(f); n != 2 || !on || !soft.MonitorSharesRouteSocket(f) {
+		t.Fatalf("two bound ids: watching %d, monitor running %v, route socket %v", n, on, soft.MonitorSharesRouteSocket(f))
 	}
 	// Resolution uses the shared socket: no descriptor more or less.
 	during := countFDs(t)
@@ -60,29 +61,20 @@ func TestNetmonLifetime(t *testing.T) {
 	if err := a.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	if n, on := f.mon.watching(); n != 1 || !on {
+	if n, on := soft.MonitorWatching(f); n != 1 || !on {
 		t.Fatalf("one bound id left: watching %d, monitor running %v", n, on)
 	}
 	if err := b.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	if n, on := f.mon.watching(); n != 0 || on || f.mon.sharesRouteSocket() {
-		t.Fatalf("after the last destroy: watching %d, monitor running %v, route socket %v", n, on, f.mon.sharesRouteSocket())
+	if n, on := soft.MonitorWatching(f); n != 0 || on || soft.MonitorSharesRouteSocket(f) {
+		t.Fatalf("after the last destroy: watching %d, monitor running %v, route socket %v", n, on, soft.MonitorSharesRouteSocket(f))
 	}
 	f.Quiesce()
 	if after := countFDs(t); after != before {
 		t.Errorf("descriptors: %d before, %d after", before, after)
 	}
 	goleak.VerifyNone(t, goleak.IgnoreCurrent())
-}
-
-func countFDs(t testing.TB) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
 }
 
 const netmonChildEnv = "CMRT_SOFT_NETMON_NETNS"
@@ -109,7 +101,7 @@ func TestNetmonEvents(t *testing.T) {
 	ip("link", "set", "nm2", "up")
 	ip("addr", "add", "10.98.0.1/24", "dev", "nm2")
 
-	f := New()
+	f := soft.New()
 	ch := newRCChan(t, f)
 	bind := func(a string) *id.ID {
 		t.Helper()
@@ -214,7 +206,7 @@ func TestNetmonEvents(t *testing.T) {
 	}
 	_ = ch.src.Close()
 	f.Quiesce()
-	if n, on := f.mon.watching(); n != 0 || on {
+	if n, on := soft.MonitorWatching(f); n != 0 || on {
 		t.Errorf("after destroy and Quiesce: watching %d, monitor running %v", n, on)
 	}
 	goleak.VerifyNone(t, goleak.IgnoreCurrent())

@@ -1,9 +1,10 @@
-package soft
+package soft_test
 
 import (
 	"testing"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 )
 
 // TestIDPostDoesNotAllocate: posting through the librdmacm-shaped methods
@@ -36,7 +37,7 @@ func TestIDPostDoesNotAllocate(t *testing.T) {
 			t.Fatalf("send %+v %v", wc, err)
 		}
 	})
-	if allocs > 0 && !raceEnabled {
+	if allocs > 0 && !soft.RaceEnabled {
 		t.Fatalf("%.1f allocations per post/complete round", allocs)
 	}
 	_ = p.cli.id.Disconnect()

@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"context"

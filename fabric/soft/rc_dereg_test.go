@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"bytes"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/iwarp"
 )
@@ -24,14 +25,13 @@ import (
 // stallPeer is a raw peer connected to a Go server whose id has one
 // region, with a receive buffer small enough to stall the Go side.
 type stallPeer struct {
-	f    *Fabric
-	ch   *rcChan
-	lis  *id.ID
-	e    *rcEnd
-	c    *net.TCPConn
-	buf  []byte
-	m    fabric.MR
-	conn *conn
+	f   *soft.Fabric
+	ch  *rcChan
+	lis *id.ID
+	e   *rcEnd
+	c   *net.TCPConn
+	buf []byte
+	m   fabric.MR
 }
 
 const markerByte = 0xA5
@@ -41,7 +41,7 @@ var termLocalWant = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPE
 
 func newStallPeer(t *testing.T, size int, access fabric.Access) *stallPeer {
 	t.Helper()
-	s := &stallPeer{f: New(), buf: make([]byte, size)}
+	s := &stallPeer{f: soft.New(), buf: make([]byte, size)}
 	s.ch = newRCChan(t, s.f)
 	s.lis = listen(t, s.ch)
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
@@ -65,13 +65,12 @@ func newStallPeer(t *testing.T, size int, access fabric.Access) *stallPeer {
 	if _, extra := readMPA(t, s.c); len(extra) > 0 {
 		t.Fatalf("%d bytes glued to the MPA Reply", len(extra))
 	}
-	s.conn = s.e.id.Endpoint().(*endpoint).conn
 	return s
 }
 
 // onLoop runs fn on the server connection's loop (which orders it with
 // the data path's copies).
-func (s *stallPeer) onLoop(fn func()) { s.conn.l.call(fn) }
+func (s *stallPeer) onLoop(fn func()) { soft.OnConnLoop(s.e.id.Endpoint(), fn) }
 
 // waitStalled waits until the Go side can write no more to the peer while
 // it still owes it bytes.
@@ -79,9 +78,7 @@ func (s *stallPeer) waitStalled(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var stalled bool
-		s.onLoop(func() { stalled = s.conn.out && s.conn.dp != nil && s.conn.dp.cur.kind != txNone })
-		if stalled {
+		if soft.SendStalled(s.e.id.Endpoint()) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -120,7 +117,7 @@ func (s *stallPeer) close(t *testing.T) {
 		_ = i.Destroy()
 	}
 	_ = s.ch.src.Close()
-	quiesce(t, s.f)
+	quiesceFabs(t, s.f)
 }
 
 // TestRCNoReadAfterRelease: the peer asks for a whole region by RDMA Read
@@ -134,7 +131,7 @@ func TestRCNoReadAfterRelease(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			s := newStallPeer(t, size, fabric.AccessRemoteRead)
 			defer s.close(t)
-			rr := fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
+			rr := soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
 				Read: iwarp.ReadRequest{SinkSTag: 0x4242, Size: size, SrcSTag: s.m.RKey(), SrcTO: s.m.Addr()}}, nil, false)
 			if _, err := s.c.Write(rr); err != nil {
 				t.Fatal(err)
@@ -221,7 +218,7 @@ func TestRCNoWriteAfterRelease(t *testing.T) {
 			s := newStallPeer(t, size, fabric.AccessLocalWrite|fabric.AccessRemoteWrite)
 			defer s.close(t)
 			first := bytes.Repeat([]byte{'w'}, 1024)
-			seg := fpdu(iwarp.Header{Op: iwarp.OpWrite, STag: s.m.RKey(), TO: s.m.Addr()}, first, false)
+			seg := soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, STag: s.m.RKey(), TO: s.m.Addr()}, first, false)
 			if _, err := s.c.Write(seg); err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +244,7 @@ func TestRCNoWriteAfterRelease(t *testing.T) {
 			after := []byte("AFTER-QP-DESTROYED")
 			var rest []byte
 			for off := len(first); off+len(after) <= 4096; off += len(after) {
-				rest = append(rest, fpdu(iwarp.Header{Op: iwarp.OpWrite, STag: s.m.RKey(), TO: s.m.Addr() + uint64(off)}, after, false)...)
+				rest = append(rest, soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, STag: s.m.RKey(), TO: s.m.Addr() + uint64(off)}, after, false)...)
 			}
 			_, _ = s.c.Write(rest) // the connection may already be closed
 			_, _, term := s.drain(t)

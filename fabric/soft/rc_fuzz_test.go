@@ -62,7 +62,7 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for k, a := range []fabric.Access{fabric.AccessLocalWrite, fabric.AccessLocalWrite | fabric.AccessRemoteWrite, fabric.AccessRemoteRead, rwAccess} {
+	for k, a := range []fabric.Access{fabric.AccessLocalWrite, fabric.AccessLocalWrite | fabric.AccessRemoteWrite, fabric.AccessRemoteRead, fabric.AccessLocalWrite | fabric.AccessRemoteRead | fabric.AccessRemoteWrite} {
 		b := make([]byte, 256<<k)
 		fc.bufs = append(fc.bufs, b)
 		m, err := fc.qp.RegMR(b, a)
@@ -95,19 +95,19 @@ func (fc *fuzzConn) close() {
 // must not panic or block, and the connection either consumes them or
 // closes.
 func FuzzRCReceive(f *testing.F) {
-	send := fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("hello"), false)
-	sendCRC := fpdu(iwarp.Header{Op: iwarp.OpSendSE, Last: true, MSN: 1}, []byte("hello"), true)
-	two := append(fpdu(iwarp.Header{Op: iwarp.OpSend, MSN: 1}, make([]byte, 40), false),
-		fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1, MO: 40}, make([]byte, 20), false)...)
+	send := FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("hello"), false)
+	sendCRC := FPDU(iwarp.Header{Op: iwarp.OpSendSE, Last: true, MSN: 1}, []byte("hello"), true)
+	two := append(FPDU(iwarp.Header{Op: iwarp.OpSend, MSN: 1}, make([]byte, 40), false),
+		FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1, MO: 40}, make([]byte, 20), false)...)
 	// The regions' STags and addresses, the same in every run.
 	probe := newFuzzConn(f, false)
 	wm, rm := probe.mrs[1], probe.mrs[2]
 	probe.close()
-	write := fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr()}, make([]byte, 32), false)
-	read := fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
+	write := FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr()}, make([]byte, 32), false)
+	read := FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
 		Read: iwarp.ReadRequest{SinkSTag: 5, Size: 100, SrcSTag: rm.RKey(), SrcTO: rm.Addr()}}, nil, false)
-	term := fpdu(iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: 1}, nil, false)
-	rresp := fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 1}, nil, false)
+	term := FPDU(iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: 1}, nil, false)
+	rresp := FPDU(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 1}, nil, false)
 	for _, s := range [][]byte{send, two, write, read, term, rresp, append(send, write...), append(read, read...)} {
 		f.Add(false, uint16(len(s)/2), s)
 	}
@@ -150,7 +150,7 @@ func TestFuzzConnSTags(t *testing.T) {
 		}
 	}
 	wm := a.mrs[1]
-	a.c.received(fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr() + 8}, []byte("placed"), false))
+	a.c.received(FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr() + 8}, []byte("placed"), false))
 	if a.c.state != csRTS || string(a.bufs[1][8:14]) != "placed" {
 		t.Fatalf("seed Write not placed (state %d)", a.c.state)
 	}

@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"bytes"
@@ -13,16 +13,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
 
-// rcChan is an event channel over a fabric source, for tests in this
-// package (package channel imports it).
+// rcChan is a bare event channel over a fabric source: the RC tests read
+// it with id.NextEvent and close the source themselves.
 type rcChan struct{ src fabric.EventSource }
 
 func (c *rcChan) Source() fabric.EventSource { return c.src }
 
-func newRCChan(t testing.TB, f *Fabric) *rcChan {
+func newRCChan(t testing.TB, f *soft.Fabric) *rcChan {
 	t.Helper()
 	src, err := f.Open()
 	if err != nil {
@@ -80,7 +81,7 @@ type rcEnd struct {
 
 // pairOpts configures rcPair.
 type pairOpts struct {
-	srvFab, cliFab *Fabric
+	srvFab, cliFab *soft.Fabric
 	attr           fabric.QPInitAttr
 	param          *fabric.ConnParam             // client's; nil: IRD/ORD 4
 	prepSrv        func(tb testing.TB, e *rcEnd) // after CreateQP, before accept
@@ -94,7 +95,7 @@ type rcPair struct {
 	cliCh      *rcChan
 	lis        *id.ID
 	srv, cli   *rcEnd
-	fabs       []*Fabric
+	fabs       []*soft.Fabric
 	keepSrvCh  bool
 	disconnect bool
 }
@@ -167,12 +168,12 @@ func acceptNext(tb testing.TB, ch *rcChan, attr fabric.QPInitAttr, prep func(tes
 func newPair(tb testing.TB, o pairOpts) *rcPair {
 	tb.Helper()
 	if o.srvFab == nil {
-		o.srvFab = New()
+		o.srvFab = soft.New()
 	}
 	if o.cliFab == nil {
 		o.cliFab = o.srvFab
 	}
-	p := &rcPair{tb: tb, fabs: []*Fabric{o.srvFab, o.cliFab}}
+	p := &rcPair{tb: tb, fabs: []*soft.Fabric{o.srvFab, o.cliFab}}
 	p.srvCh, p.cliCh = newRCChan(tb, o.srvFab), newRCChan(tb, o.cliFab)
 	p.lis = listen(tb, p.srvCh)
 	p.cli = dial(tb, p.cliCh, p.lis.LocalAddr().Port(), o.attr, o.param, o.prepCli)
@@ -199,10 +200,11 @@ func (p *rcPair) close() {
 	}
 	_ = p.srvCh.src.Close()
 	_ = p.cliCh.src.Close()
-	quiesce(tb, p.fabs...)
+	quiesceFabs(tb, p.fabs...)
 }
 
-func quiesce(tb testing.TB, fabs ...*Fabric) {
+// quiesceFabs quiesces fabs and checks that no goroutine outlives them.
+func quiesceFabs(tb testing.TB, fabs ...*soft.Fabric) {
 	tb.Helper()
 	for _, f := range fabs {
 		f.Quiesce()

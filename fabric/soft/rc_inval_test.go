@@ -1,10 +1,11 @@
-package soft
+package soft_test
 
 import (
 	"syscall"
 	"testing"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 )
 
 // TestRCSendWithInvalidate: a Send with Invalidate is received like a Send,
@@ -99,7 +100,7 @@ func TestRCSendWithInvalidate(t *testing.T) {
 		}
 		p.srvCh.want(t, fabric.EventDisconnected)
 		p.cliCh.want(t, fabric.EventDisconnected)
-		if !rm.(*mr).valid.Load() {
+		if !soft.MRValid(rm) {
 			t.Fatal("the peer invalidated a local-only region")
 		}
 	})
@@ -125,7 +126,7 @@ func TestRCSendWithInvalidate(t *testing.T) {
 		p.srvCh.want(t, fabric.EventDisconnected)
 		p.cliCh.want(t, fabric.EventDisconnected)
 		// The region named by the right key is untouched.
-		if m := p.srv.qp.(*rcQP).pd.mrs.lookup(tm.RKey()); m == nil {
+		if !soft.PDHasSTag(p.srv.qp, tm.RKey()) {
 			t.Fatal("a wrong key invalidated the region")
 		}
 	})

@@ -1,9 +1,10 @@
-package soft
+package soft_test
 
 import (
 	"testing"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 )
 
 // TestSTagNotCountable: the region registered right after an advertised
@@ -56,7 +57,7 @@ func TestSTagNoRecurrence(t *testing.T) {
 		if prev, ok := seen[s]; ok {
 			t.Fatalf("registration %d: STag %#x given out before, at registration %d", k, s, prev)
 		}
-		if s == 0 || s == rtrSTag || s>>8 == 0 {
+		if s == 0 || s == soft.RTRSTag || s>>8 == 0 {
 			t.Fatalf("registration %d: reserved STag %#x", k, s)
 		}
 		if a := m.Addr(); a == 0 || a+uint64(len(buf)) < a {

@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -22,7 +23,7 @@ var crcModes = []struct {
 }{{"nocrc", false, false}, {"crc-srv", true, false}, {"crc-cli", false, true}, {"crc-both", true, true}}
 
 func crcPair(t *testing.T, srv, cli bool, o pairOpts) *rcPair {
-	o.srvFab, o.cliFab = New(WithCRC(srv)), New(WithCRC(cli))
+	o.srvFab, o.cliFab = soft.New(soft.WithCRC(srv)), soft.New(soft.WithCRC(cli))
 	p := newPair(t, o)
 	p.disconnect = true
 	return p
@@ -33,7 +34,7 @@ func TestRCSendRecv(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			p := crcPair(t, mode.srv, mode.cli, pairOpts{})
 			defer p.close()
-			if got := p.srv.id.Endpoint().(*endpoint).conn.crc; got != (mode.srv || mode.cli) {
+			if got := soft.ConnCRC(p.srv.id.Endpoint()); got != (mode.srv || mode.cli) {
 				t.Fatalf("crc %v", got)
 			}
 			for _, n := range rcSizes {
@@ -159,9 +160,8 @@ func TestRCReadsBeyondORD(t *testing.T) {
 	p := newPair(t, pairOpts{param: &fabric.ConnParam{ResponderResources: 1, InitiatorDepth: 2}})
 	p.disconnect = true
 	defer p.close()
-	c := p.cli.id.Endpoint().(*endpoint).conn
-	if c.ord != 2 {
-		t.Fatalf("ORD %d, want 2", c.ord)
+	if ord := soft.ConnORD(p.cli.id.Endpoint()); ord != 2 {
+		t.Fatalf("ORD %d, want 2", ord)
 	}
 	src := pattern(1<<20, 3)
 	smr, _ := p.srv.id.RegRead(src)
@@ -194,7 +194,7 @@ func TestRCReadsBeyondORD(t *testing.T) {
 // TestRCManyIDs runs many connections at once on one fabric, each with
 // its own ping-pong traffic.
 func TestRCManyIDs(t *testing.T) {
-	f := New()
+	f := soft.New()
 	srvCh := newRCChan(t, f)
 	lis := listen(t, srvCh)
 	port := lis.LocalAddr().Port()
@@ -291,7 +291,7 @@ func TestRCManyIDs(t *testing.T) {
 	}
 	_ = lis.Destroy()
 	_ = srvCh.src.Close()
-	quiesce(t, f)
+	quiesceFabs(t, f)
 }
 
 // TestRCRecvExhaustion: a Send finding no posted receive terminates the
@@ -452,7 +452,7 @@ func TestRCProtection(t *testing.T) {
 			m   fabric.MR
 			buf = make([]byte, 32)
 		)
-		p := newPair(t, pairOpts{srvFab: New(WithResponderHold(time.Hour)), prepCli: func(tb testing.TB, e *rcEnd) {
+		p := newPair(t, pairOpts{srvFab: soft.New(soft.WithResponderHold(time.Hour)), prepCli: func(tb testing.TB, e *rcEnd) {
 			_ = e.qp.PostRecv(&fabric.RecvWR{WRID: 3})
 			_ = e.qp.PostRecv(&fabric.RecvWR{WRID: 4})
 		}, prepSrv: func(tb testing.TB, e *rcEnd) {
@@ -489,7 +489,7 @@ func TestRCProtection(t *testing.T) {
 // QP of a rejected connection is flushed.
 func TestRCQPLifecycle(t *testing.T) {
 	t.Run("after-established", func(t *testing.T) {
-		f := New()
+		f := soft.New()
 		srvCh, cliCh := newRCChan(t, f), newRCChan(t, f)
 		lis := listen(t, srvCh)
 		cid, _ := id.Create(cliCh, nil, fabric.PSTCP)
@@ -533,10 +533,10 @@ func TestRCQPLifecycle(t *testing.T) {
 		}
 		_ = srvCh.src.Close()
 		_ = cliCh.src.Close()
-		quiesce(t, f)
+		quiesceFabs(t, f)
 	})
 	t.Run("rejected", func(t *testing.T) {
-		f := New()
+		f := soft.New()
 		srvCh, cliCh := newRCChan(t, f), newRCChan(t, f)
 		lis := listen(t, srvCh)
 		e := dial(t, cliCh, lis.LocalAddr().Port(), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
@@ -554,7 +554,7 @@ func TestRCQPLifecycle(t *testing.T) {
 		_ = lis.Destroy()
 		_ = srvCh.src.Close()
 		_ = cliCh.src.Close()
-		quiesce(t, f)
+		quiesceFabs(t, f)
 	})
 	t.Run("queue-full", func(t *testing.T) {
 		p := newPair(t, pairOpts{attr: fabric.QPInitAttr{Cap: fabric.QPCap{MaxSendWR: 2, MaxRecvWR: 1}}})
@@ -570,8 +570,8 @@ func TestRCQPLifecycle(t *testing.T) {
 // TestRCP2PNoQPYet: a P2P initiator sends its RTR even when its QP is
 // created only after ESTABLISHED.
 func TestRCP2PNoQPYet(t *testing.T) {
-	for _, rtr := range []RTR{RTRWrite, RTRRead} {
-		fs, fc := New(), New(WithP2P(rtr))
+	for _, rtr := range []soft.RTR{soft.RTRWrite, soft.RTRRead} {
+		fs, fc := soft.New(), soft.New(soft.WithP2P(rtr))
 		srvCh, cliCh := newRCChan(t, fs), newRCChan(t, fc)
 		lis := listen(t, srvCh)
 		cid, _ := id.Create(cliCh, nil, fabric.PSTCP)
@@ -592,22 +592,21 @@ func TestRCP2PNoQPYet(t *testing.T) {
 		}
 		_ = srvCh.src.Close()
 		_ = cliCh.src.Close()
-		quiesce(t, fs, fc)
+		quiesceFabs(t, fs, fc)
 	}
 }
 
 // TestRCP2P runs Go initiators asking for peer-to-peer mode against the Go
 // responder, with each RTR type.
 func TestRCP2P(t *testing.T) {
-	for _, rtr := range []RTR{RTRWrite, RTRRead, RTRWrite | RTRRead} {
+	for _, rtr := range []soft.RTR{soft.RTRWrite, soft.RTRRead, soft.RTRWrite | soft.RTRRead} {
 		t.Run(fmt.Sprint(rtr), func(t *testing.T) {
-			p := newPair(t, pairOpts{srvFab: New(), cliFab: New(WithP2P(rtr)), prepSrv: func(tb testing.TB, e *rcEnd) {
+			p := newPair(t, pairOpts{srvFab: soft.New(), cliFab: soft.New(soft.WithP2P(rtr)), prepSrv: func(tb testing.TB, e *rcEnd) {
 				_ = e.id.PostRecv(1, nil, nil)
 			}})
 			p.disconnect = true
 			defer p.close()
-			sc := p.srv.id.Endpoint().(*endpoint).conn
-			if !sc.req.P2P {
+			if !soft.ConnP2PRequested(p.srv.id.Endpoint()) {
 				t.Fatal("no P2P request")
 			}
 			// The responder may send right away: the RTR came first.

@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -18,9 +19,9 @@ import (
 // librdmacm's rdma_create_qp needs id->verbs: an id never bound, or bound
 // to a wildcard address, gets EINVAL; bound to an address it works.
 func TestCreateQPNeedsDevice(t *testing.T) {
-	f := New()
+	f := soft.New()
 	ch := newRCChan(t, f)
-	defer func() { _ = ch.src.Close(); quiesce(t, f) }()
+	defer func() { _ = ch.src.Close(); quiesceFabs(t, f) }()
 	for _, ps := range []fabric.PortSpace{fabric.PSTCP, fabric.PSUDP} {
 		i, err := id.Create(ch, nil, ps)
 		if err != nil {
@@ -182,7 +183,7 @@ func TestPDIsolation(t *testing.T) {
 // Accept. From Accept's return on the passive side, posts are legal and
 // delivered (the responder's hold only delays them).
 func TestPostSendBeforeRTS(t *testing.T) {
-	f := New()
+	f := soft.New()
 	srvCh, cliCh := newRCChan(t, f), newRCChan(t, f)
 	lis := listen(t, srvCh)
 	cbuf := make([]byte, 16)
@@ -223,7 +224,7 @@ func TestPostSendBeforeRTS(t *testing.T) {
 	}
 	_ = srvCh.src.Close()
 	_ = cliCh.src.Close()
-	quiesce(t, f)
+	quiesceFabs(t, f)
 }
 
 // TestPostRecvNeedsBuffer: a receive naming a region but no buffer is

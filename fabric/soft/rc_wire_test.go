@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"bytes"
@@ -15,22 +15,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/iwarp"
 )
-
-// fpdu encodes one FPDU as a peer would.
-func fpdu(h iwarp.Header, payload []byte, crc bool) []byte {
-	hdr, err := iwarp.AppendHeader(nil, &h)
-	if err != nil {
-		panic(err)
-	}
-	b, err := iwarp.AppendFPDU(nil, hdr, payload, crc)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
 
 // recrc recomputes the CRC of a whole, hand-edited FPDU.
 func recrc(b []byte, crc bool) []byte {
@@ -110,7 +98,7 @@ func (s *syncBuf) String() string {
 
 // rawServerSide is a Go listener taking connections from a raw peer.
 type rawServerSide struct {
-	f     *Fabric
+	f     *soft.Fabric
 	ch    *rcChan
 	lis   *id.ID
 	port  string
@@ -163,7 +151,7 @@ func (s *rawServerSide) close(tb testing.TB) {
 	_ = s.ch.src.Close()
 }
 
-func newRawServerSide(tb testing.TB, f *Fabric) *rawServerSide {
+func newRawServerSide(tb testing.TB, f *soft.Fabric) *rawServerSide {
 	s := &rawServerSide{f: f, ch: newRCChan(tb, f)}
 	s.lis = listen(tb, s.ch)
 	s.port = strconv.Itoa(int(s.lis.LocalAddr().Port()))
@@ -193,22 +181,22 @@ func TestRCMalformed(t *testing.T) {
 	}
 	cases := []tc{
 		{"bad-crc", true, func(_ *rawServerSide, crc bool) []byte {
-			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b := soft.FPDU(send(1, 8), make([]byte, 8), crc)
 			b[len(b)-1] ^= 0x55
 			return b
 		}, term(iwarp.LayerLLP, iwarp.LLPETypeMPA, iwarp.LLPECodeReceivedCRC)},
 		{"bad-ddp-version", false, func(_ *rawServerSide, crc bool) []byte {
-			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b := soft.FPDU(send(1, 8), make([]byte, 8), crc)
 			b[2] = b[2]&^3 | 2
 			return recrc(b, crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTVersion)},
 		{"bad-rdmap-version", true, func(_ *rawServerSide, crc bool) []byte {
-			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b := soft.FPDU(send(1, 8), make([]byte, 8), crc)
 			b[3] = b[3]&^0xc0 | 0x80
 			return recrc(b, crc)
 		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteOperation, iwarp.RDMAPECodeVersion)},
 		{"unknown-opcode", false, func(_ *rawServerSide, crc bool) []byte {
-			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b := soft.FPDU(send(1, 8), make([]byte, 8), crc)
 			b[3] = b[3]&^0x0f | 9
 			return recrc(b, crc)
 		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteOperation, iwarp.RDMAPECodeOpcode)},
@@ -216,50 +204,50 @@ func TestRCMalformed(t *testing.T) {
 			return rawULPDU([]byte{0x41, 0x43, 0, 0, 0, 0}, crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeCatastrophic, iwarp.DDPECodeCatastrophic)},
 		{"oversize-send", true, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(send(1, 100), make([]byte, 100), crc) // the receive holds 64
+			return soft.FPDU(send(1, 100), make([]byte, 100), crc) // the receive holds 64
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTInvalidMSNNoBuf)},
 		{"second-send-no-receive", false, func(_ *rawServerSide, crc bool) []byte {
-			return append(fpdu(send(1, 0), nil, crc), fpdu(send(2, 0), nil, crc)...)
+			return append(soft.FPDU(send(1, 0), nil, crc), soft.FPDU(send(2, 0), nil, crc)...)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTInvalidMSNNoBuf)},
 		{"oversize-read-request", false, func(_ *rawServerSide, crc bool) []byte {
-			b := fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1}, nil, crc)
+			b := soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1}, nil, crc)
 			u := append(append([]byte(nil), b[2:2+iwarp.ReadRequestLen]...), 1, 2, 3, 4)
 			return rawULPDU(u, crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTMsgTooLong)},
 		{"bad-msn", false, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(send(5, 0), nil, crc)
+			return soft.FPDU(send(5, 0), nil, crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTInvalidMSNRange)},
 		{"write-bad-stag", false, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 0x1234}, make([]byte, 8), crc)
+			return soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 0x1234}, make([]byte, 8), crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeTaggedBuf, iwarp.DDPECodeTInvalidSTag)},
 		{"write-out-of-bounds", true, func(s *rawServerSide, crc bool) []byte {
-			return fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: s.write.RKey(), TO: s.write.Addr() + 60}, make([]byte, 8), crc)
+			return soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: s.write.RKey(), TO: s.write.Addr() + 60}, make([]byte, 8), crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeTaggedBuf, iwarp.DDPECodeTBaseBounds)},
 		{"read-no-access", false, func(s *rawServerSide, crc bool) []byte {
-			return fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
+			return soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
 				Read: iwarp.ReadRequest{SinkSTag: 9, Size: 8, SrcSTag: s.write.RKey(), SrcTO: s.write.Addr()}}, nil, crc)
 		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteProtection, iwarp.RDMAPECodeAccessRights)},
 		{"reads-over-ird", false, func(s *rawServerSide, crc bool) []byte {
 			r := func(msn uint32) []byte {
-				return fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: msn,
+				return soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: msn,
 					Read: iwarp.ReadRequest{SinkSTag: 9, Size: 8, SrcSTag: s.read.RKey(), SrcTO: s.read.Addr()}}, nil, crc)
 			}
 			return append(r(1), r(2)...) // IRD is 1
 		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteOperation, iwarp.RDMAPECodeCatastrophicStream)},
 		{"unexpected-read-response", false, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 1}, make([]byte, 4), crc)
+			return soft.FPDU(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 1}, make([]byte, 4), crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeCatastrophic, iwarp.DDPECodeCatastrophic)},
 		{"fin-mid-fpdu", false, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(send(1, 40), make([]byte, 40), crc)[:30]
+			return soft.FPDU(send(1, 40), make([]byte, 40), crc)[:30]
 		}, nil},
 		{"terminate-from-peer", true, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: 1,
+			return soft.FPDU(iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: 1,
 				Term: iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: 2, ECode: 6}}, nil, crc)
 		}, nil},
 	}
 
 	logs := &syncBuf{}
-	f := New(WithLogger(zerolog.New(logs).Level(zerolog.DebugLevel)))
+	f := soft.New(soft.WithLogger(zerolog.New(logs).Level(zerolog.DebugLevel)))
 	// The bystander: a Go-to-Go connection on the same fabric.
 	by := newPair(t, pairOpts{srvFab: f})
 	ping := func() {
@@ -329,7 +317,7 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ln.Close()
-			f := New()
+			f := soft.New()
 			ch := newRCChan(t, f)
 			buf := make([]byte, 100)
 			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
@@ -350,8 +338,8 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 			rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, CRC: crc, IRD: 1, ORD: 1}
 			b, _ := iwarp.AppendMPA(nil, &rep)
 			msg := pattern(100, 1)
-			b = append(b, fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, msg, crc)...)
-			b = append(b, fpdu(iwarp.Header{Op: iwarp.OpSendSE, Last: true, MSN: 2}, msg[:10], crc)...)
+			b = append(b, soft.FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, msg, crc)...)
+			b = append(b, soft.FPDU(iwarp.Header{Op: iwarp.OpSendSE, Last: true, MSN: 2}, msg[:10], crc)...)
 			if _, err := c.Write(b); err != nil {
 				t.Fatal(err)
 			}
@@ -384,7 +372,7 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 			ch.want(t, fabric.EventDisconnected)
 			_ = e.id.Destroy()
 			_ = ch.src.Close()
-			quiesce(t, f)
+			quiesceFabs(t, f)
 		})
 	}
 }
@@ -394,12 +382,12 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 // ESTABLISHED.
 func TestRCP2PWire(t *testing.T) {
 	t.Run("initiator", func(t *testing.T) {
-		for _, rtr := range []RTR{RTRWrite, RTRRead} {
+		for _, rtr := range []soft.RTR{soft.RTRWrite, soft.RTRRead} {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := New(WithP2P(RTRWrite | RTRRead))
+			f := soft.New(soft.WithP2P(soft.RTRWrite | soft.RTRRead))
 			ch := newRCChan(t, f)
 			buf := make([]byte, 8)
 			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
@@ -414,12 +402,12 @@ func TestRCP2PWire(t *testing.T) {
 				t.Fatalf("request %+v", req)
 			}
 			rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, IRD: 1, ORD: 1, P2P: true,
-				WriteRTR: rtr == RTRWrite, ReadRTR: rtr == RTRRead}
+				WriteRTR: rtr == soft.RTRWrite, ReadRTR: rtr == soft.RTRRead}
 			b, _ := iwarp.AppendMPA(nil, &rep)
 			_, _ = c.Write(b)
 			ch.want(t, fabric.EventEstablished)
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if rtr == RTRWrite {
+			if rtr == soft.RTRWrite {
 				got := make([]byte, 20)
 				if _, err := io.ReadFull(c, got); err != nil {
 					t.Fatal(err)
@@ -438,10 +426,10 @@ func TestRCP2PWire(t *testing.T) {
 					t.Fatalf("read RTR %x: %v %+v", got, err, h)
 				}
 				// Answer it, then send: the empty Read Response is consumed.
-				b = fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: h.Read.SinkSTag, TO: h.Read.SinkTO}, nil, false)
+				b = soft.FPDU(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: h.Read.SinkSTag, TO: h.Read.SinkTO}, nil, false)
 				_, _ = c.Write(b)
 			}
-			_, _ = c.Write(fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("p2p!"), false))
+			_, _ = c.Write(soft.FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("p2p!"), false))
 			wc := comp(t, e.qp.RecvCQ())
 			if wc.Status != fabric.WCSuccess || string(buf[:wc.ByteLen]) != "p2p!" {
 				t.Fatalf("%+v %q", wc, buf)
@@ -451,11 +439,11 @@ func TestRCP2PWire(t *testing.T) {
 			_ = e.id.Destroy()
 			_ = ch.src.Close()
 			_ = ln.Close()
-			quiesce(t, f)
+			quiesceFabs(t, f)
 		}
 	})
 	t.Run("responder", func(t *testing.T) {
-		f := New()
+		f := soft.New()
 		s := newRawServerSide(t, f)
 		for _, offer := range []struct{ w, r, wantW, wantR bool }{{true, true, true, false}, {false, true, false, true}, {true, false, true, false}} {
 			req := enhancedReq(false)
@@ -467,9 +455,9 @@ func TestRCP2PWire(t *testing.T) {
 			s.ch.none(t, 50*time.Millisecond) // no ESTABLISHED before the RTR
 			var rtr []byte
 			if rep.WriteRTR {
-				rtr = fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
+				rtr = soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
 			} else {
-				rtr = fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1, Read: iwarp.ReadRequest{SinkSTag: 77}}, nil, false)
+				rtr = soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1, Read: iwarp.ReadRequest{SinkSTag: 77}}, nil, false)
 			}
 			_, _ = c.Write(rtr)
 			s.ch.want(t, fabric.EventEstablished)
@@ -479,7 +467,7 @@ func TestRCP2PWire(t *testing.T) {
 				if _, err := io.ReadFull(c, got); err != nil {
 					t.Fatal(err)
 				}
-				want := fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 77}, nil, false)
+				want := soft.FPDU(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 77}, nil, false)
 				if !bytes.Equal(got, want) {
 					t.Fatalf("read response %x, want %x", got, want)
 				}
@@ -488,7 +476,7 @@ func TestRCP2PWire(t *testing.T) {
 			s.ch.want(t, fabric.EventDisconnected)
 		}
 		s.close(t)
-		quiesce(t, f)
+		quiesceFabs(t, f)
 	})
 }
 
@@ -497,7 +485,7 @@ func TestRCP2PWire(t *testing.T) {
 // initiator's first FPDU arrives.
 func TestRCResponderHold(t *testing.T) {
 	const hold = 300 * time.Millisecond
-	f := New(WithResponderHold(hold))
+	f := soft.New(soft.WithResponderHold(hold))
 	s := newRawServerSide(t, f)
 	for _, initiatorFirst := range []bool{false, true} {
 		c, _ := s.rawAccept(t, enhancedReq(false), true)
@@ -507,7 +495,7 @@ func TestRCResponderHold(t *testing.T) {
 			t.Fatal(err)
 		}
 		if initiatorFirst {
-			_, _ = c.Write(fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false))
+			_, _ = c.Write(soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false))
 		}
 		got := make([]byte, 32)
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -528,5 +516,5 @@ func TestRCResponderHold(t *testing.T) {
 		s.ch.want(t, fabric.EventDisconnected)
 	}
 	s.close(t)
-	quiesce(t, f)
+	quiesceFabs(t, f)
 }
