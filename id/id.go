@@ -430,7 +430,9 @@ func (i *ID) Done() <-chan struct{} {
 	return i.done
 }
 
-// usable returns EINVAL for a destroyed id (and ENXIO-like misuse).
+// checkCall checks call c against the id's state (journal.CallAllowed) and
+// returns the state a successful call moves the id to, or EINVAL: for an id
+// the call is not allowed in, destroyed, or abandoned by a canceled call.
 func (i *ID) checkCall(c journal.Call) (State, error) {
 	next, ok := journal.CallAllowed(i.state, c, i.qpType)
 	if ok {

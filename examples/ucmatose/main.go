@@ -114,7 +114,7 @@ func atoi(s string) int {
 	return n
 }
 
-// strtoul is strtoul(s, NULL, 0) truncated to a byte.
+// strtoul8 is strtoul(s, NULL, 0) truncated to a byte.
 func strtoul8(s string) uint8 {
 	n, err := strconv.ParseUint(strings.TrimSpace(s), 0, 64)
 	if err != nil {

@@ -183,7 +183,7 @@ func (ep *endpoint) Listen(backlog int) error {
 	})
 }
 
-// queryAddr runs QUERY (ADDR) or QUERY_ROUTE: the node GUID, device index
+// queryDevice runs QUERY (ADDR) or QUERY_ROUTE: the node GUID, device index
 // and port of the device the id is bound to.
 func (ep *endpoint) queryDevice(fd int, b *ucma.Buffers) (guid uint64, index uint32, port uint8, err error) {
 	if ep.f.afib() {

@@ -150,21 +150,3 @@ func (t *deviceTable) byLocalAddr(a netip.Addr) (*device, error) {
 		t.at = time.Time{} // a miss forces one refresh
 	}
 }
-
-// byIfindex returns the device of an interface, or ENODEV.
-func (t *deviceTable) byIfindex(ifindex int) (*device, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for attempt := 0; ; attempt++ {
-		if err := t.fresh(); err != nil {
-			return nil, err
-		}
-		if d := t.byIndex[ifindex]; d != nil {
-			return d, nil
-		}
-		if attempt > 0 {
-			return nil, fmt.Errorf("soft: interface %d has no soft device: %w", ifindex, syscall.ENODEV)
-		}
-		t.at = time.Time{}
-	}
-}

@@ -98,7 +98,7 @@ func (t *mrTable) permute(n uint64) uint32 {
 	return l<<12 | r
 }
 
-// seed keys the table with key, or with a random key when key is nil.
+// seedLocked keys the table with key, or with a random key when key is nil.
 // Called with mu held.
 func (t *mrTable) seedLocked(key []byte) error {
 	if key == nil {

@@ -404,7 +404,7 @@ func (q *rcQP) sendWC(s *sendSlot, st fabric.WCStatus) fabric.WC {
 	return fabric.WC{WRID: s.wr.WRID, Status: st, Opcode: op, ByteLen: uint32(len(s.wr.Buf)), QPNum: q.num}
 }
 
-// retire completes the send slot at sqHead with status st: a completion is
+// retireLocked completes the send slot at sqHead with status st: a completion is
 // written if the request was signaled or failed. Called with mu held.
 func (q *rcQP) retireLocked(st fabric.WCStatus) {
 	s := &q.sq[q.sqHead%uint64(len(q.sq))]

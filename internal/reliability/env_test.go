@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -583,18 +582,6 @@ func say(format string, args ...any) {
 	outMu.Lock()
 	fmt.Fprintf(os.Stdout, format+"\n", args...)
 	outMu.Unlock()
-}
-
-// settle gives the runtime a moment and reports goroutines above base.
-func goroutinesAbove(base int, d time.Duration) int {
-	deadline := time.Now().Add(d)
-	for {
-		n := runtime.NumGoroutine() - base
-		if n <= 0 || time.Now().After(deadline) {
-			return max(n, 0)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // errnoIs reports whether a status (negative errno) is e.
