@@ -162,7 +162,7 @@ func New(opts ...Option) (*Reactor, error) {
 		return nil, err
 	}
 	r := &Reactor{
-		opts: o, log: o.Logger, poller: p, waker: w, done: make(chan struct{}),
+		opts: o, log: o.Logger.With().Str("component", "reactor").Logger(), poller: p, waker: w, done: make(chan struct{}),
 		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration), regs: make(map[uint64]*registration),
 		live:   make(map[*registration]struct{}),
 		mboxes: make(map[any]*mailbox),
@@ -209,7 +209,7 @@ func (r *Reactor) post(fn func()) {
 	r.tasks = append(r.tasks, fn)
 	// Under taskMu: the loop closes the waker only after setting exited.
 	if err := r.waker.Wake(); err != nil {
-		r.log.Error().Err(err).Msg("reactor: wake")
+		r.log.Error().Err(err).Msg("wake")
 	}
 }
 
@@ -432,7 +432,7 @@ func (r *Reactor) forget(reg *registration) {
 		return
 	}
 	if err := r.poller.Delete(reg.pfd); err != nil && !errors.Is(err, syscall.ENOENT) {
-		r.log.Warn().Err(err).Int("fd", reg.fd).Msg("reactor: epoll delete")
+		r.log.Warn().Err(err).Int("fd", reg.fd).Msg("epoll delete")
 	}
 	r.regMu.Lock()
 	r.closePfdLocked(reg)
@@ -466,7 +466,7 @@ func (r *Reactor) loop() {
 		}
 		timeout = 0
 		if err != nil {
-			r.log.Error().Err(err).Msg("reactor: epoll wait")
+			r.log.Error().Err(err).Msg("epoll wait")
 			continue
 		}
 		for k := 0; k < n; k++ {
@@ -536,7 +536,7 @@ func (r *Reactor) drain(reg *registration) {
 			if !errors.Is(err, syscall.EAGAIN) {
 				// A closed channel: stop polling it instead of spinning.
 				if !errors.Is(err, id.ErrClosed) {
-					r.log.Warn().Err(err).Int("fd", reg.fd).Msg("reactor: channel unreadable, unregistering")
+					r.log.Warn().Err(err).Int("fd", reg.fd).Msg("channel unreadable, unregistering")
 				}
 				r.dropClosed(reg)
 			}
@@ -609,7 +609,7 @@ func (r *Reactor) pause() {
 		_ = r.poller.Modify(reg.pfd, 0, reg.key)
 	}
 	r.stats.overloads.Add(1)
-	r.log.Warn().Int64("pending", r.pending.Load()).Msg("reactor: overload, reading paused")
+	r.log.Warn().Int64("pending", r.pending.Load()).Msg("overload, reading paused")
 	if r.opts.OnOverload != nil {
 		r.opts.OnOverload()
 	} else {
@@ -748,7 +748,7 @@ func (r *Reactor) handled() {
 
 func (r *Reactor) panicked(pe *PanicError, v any) {
 	r.stats.panics.Add(1)
-	r.log.Error().Interface("panic", v).Msg("reactor: handler panicked")
+	r.log.Error().Interface("panic", v).Msg("handler panicked")
 	if pe != nil {
 		r.report(pe)
 	}

@@ -1,9 +1,12 @@
 package reactor_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,6 +19,7 @@ import (
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/fakefab"
 	"github.com/cmrt/cmrt/reactor"
+	"github.com/rs/zerolog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -458,4 +462,45 @@ func TestUnregisterUnknown(t *testing.T) {
 	if err := fx.r.Unregister(fx.ch); !errors.Is(err, reactor.ErrNotRegistered) {
 		t.Fatalf("Unregister = %v", err)
 	}
+}
+
+// The reactor's log entries carry component=reactor, and the message says
+// what happened without a prefix: a handler's panic is logged as "handler
+// panicked".
+func TestLogEntriesCarryComponent(t *testing.T) {
+	var buf syncBuffer
+	fx := newFixture(t, 1, reactor.WithLogger(zerolog.New(&buf)))
+	done := make(chan struct{})
+	_ = fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
+		defer close(done)
+		panic("kaboom")
+	}))
+	ep(fx.ids[0]).Inject(id.EventUser, 0, nil)
+	<-done
+	waitFor(t, "the panic's log entry", func() bool { return strings.Contains(buf.String(), "kaboom") })
+	var e map[string]any
+	if err := json.Unmarshal([]byte(strings.SplitN(buf.String(), "\n", 2)[0]), &e); err != nil {
+		t.Fatalf("log %q: %v", buf.String(), err)
+	}
+	if e["component"] != "reactor" || e["message"] != "handler panicked" {
+		t.Errorf("log entry %v, want component reactor, message \"handler panicked\"", e)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

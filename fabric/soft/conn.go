@@ -234,7 +234,7 @@ func (c *conn) parseReply() {
 	ep := c.ep
 	switch {
 	case err != nil || !f.Reply:
-		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("soft: bad MPA reply")
+		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA reply")
 		c.failConnect(syscall.EPROTO)
 		return
 	case f.Reject:
@@ -251,7 +251,7 @@ func (c *conn) parseReply() {
 	}
 	rtr, err := c.chosenRTR(&f)
 	if err != nil {
-		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("soft: bad MPA reply")
+		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA reply")
 		c.failConnect(syscall.EPROTO)
 		return
 	}
@@ -291,7 +291,7 @@ func (c *conn) parseRequest() {
 		c.finishClose()
 		return
 	case err != nil || f.Reply || n != len(c.rbuf):
-		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("soft: bad MPA request dropped")
+		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA request dropped")
 		c.closeNow()
 		return
 	}
@@ -304,7 +304,7 @@ func (c *conn) parseRequest() {
 	if !lis.admit(c) {
 		// The backlog is full of requests the user has not answered:
 		// refuse with a reset, as a full iWARP listener does.
-		c.f.log.Debug().Int("fd", c.fd).Msg("soft: listener backlog full, connection refused")
+		c.f.log.Debug().Int("fd", c.fd).Msg("listener backlog full, connection refused")
 		_ = unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 		c.closeNow()
 		return
@@ -447,14 +447,14 @@ func (c *conn) onTimeout() {
 	case csConnecting, csReqSent:
 		c.failConnect(syscall.ETIMEDOUT)
 	default:
-		c.f.log.Debug().Int("fd", c.fd).Uint8("state", uint8(c.state)).Msg("soft: connection timed out, closing")
+		c.f.log.Debug().Int("fd", c.fd).Uint8("state", uint8(c.state)).Msg("connection timed out, closing")
 		c.closeNow()
 	}
 }
 
 // protocolError closes a connection whose peer broke the protocol.
 func (c *conn) protocolError(err error) {
-	c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("soft: protocol error, closing")
+	c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("protocol error, closing")
 	if c.state == csReqSent {
 		c.failConnect(syscall.EPROTO)
 		return

@@ -48,7 +48,8 @@ func WithName(name string) Option { return func(o *options) { o.name = name } }
 
 // WithLogger sets the logger (zerolog.Nop by default). The fabric logs
 // anomalies only: protocol errors from peers at debug level, resource
-// exhaustion at warn level; never a line per event.
+// exhaustion at warn level; never a line per event. Entries carry
+// component=soft.
 func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithNetdevs limits the fabric's devices to these network interfaces; ids
@@ -95,9 +96,9 @@ func New(opts ...Option) *Fabric {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	f := &Fabric{opts: o, log: o.log}
+	f := &Fabric{opts: o, log: o.log.With().Str("component", "soft").Logger()}
 	f.mon.f = f
-	f.eng.log, f.eng.grace = o.log, o.idleGrace
+	f.eng.log, f.eng.grace = f.log, o.idleGrace
 	if o.netdevs != nil {
 		f.devs.filter = make(map[string]bool)
 		for _, n := range o.netdevs {

@@ -254,7 +254,7 @@ func (p *rcPath) attach(q *rcQP) {
 	q.mu.Unlock()
 	p.qp = q
 	if _, err := p.c.l.register(q.wake.Fd(), poll.In, &p.wake); err != nil {
-		p.c.f.log.Warn().Err(err).Int("fd", p.c.fd).Msg("soft: register QP waker")
+		p.c.f.log.Warn().Err(err).Int("fd", p.c.fd).Msg("register QP waker")
 	} else {
 		p.wfd = q.wake.Fd()
 	}
@@ -882,7 +882,7 @@ func (p *rcPath) rxTerminate(h *iwarp.Header, attached []byte) {
 		st = termStatus(&t)
 	}
 	p.c.f.log.Debug().Int("fd", p.c.fd).Str("layer", t.Layer.String()).Uint8("etype", t.EType).
-		Uint8("ecode", t.ECode).Msg("soft: Terminate from the peer, closing")
+		Uint8("ecode", t.ECode).Msg("Terminate from the peer, closing")
 	p.abort(nil, st)
 	p.c.closeNow()
 }
@@ -902,7 +902,7 @@ func (p *rcPath) terminate(t iwarp.Terminate, u []byte, why error) {
 		}
 	}
 	p.c.f.log.Debug().Err(why).Int("fd", p.c.fd).Str("layer", t.Layer.String()).Uint8("etype", t.EType).
-		Uint8("ecode", t.ECode).Msg("soft: protocol error, sending Terminate and closing")
+		Uint8("ecode", t.ECode).Msg("protocol error, sending Terminate and closing")
 	// Keep the FPDU being written whole, drop those not started.
 	end := 0
 	for end < p.txOff {
@@ -936,7 +936,7 @@ func (p *rcPath) abort(why error, st fabric.WCStatus) {
 	}
 	p.shutdown()
 	if why != nil && p.waitRTR {
-		p.c.f.log.Debug().Err(why).Int("fd", p.c.fd).Msg("soft: P2P connection failed")
+		p.c.f.log.Debug().Err(why).Int("fd", p.c.fd).Msg("P2P connection failed")
 	}
 	p.c.ep.reportDisconnect(0)
 }

@@ -145,7 +145,7 @@ func udSendOnce(f *Fabric, src, to netip.AddrPort, b []byte) {
 	defer unix.Close(fd)
 	if src.Addr().IsValid() && family(src.Addr()) == fam {
 		if err := unix.Bind(fd, sockaddr(src)); err != nil {
-			f.log.Debug().Err(err).Stringer("from", src).Stringer("to", to).Msg("soft: SIDR REP not sent: its port is taken")
+			f.log.Debug().Err(err).Stringer("from", src).Stringer("to", to).Msg("SIDR REP not sent: its port is taken")
 			return
 		}
 	}

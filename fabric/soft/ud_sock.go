@@ -221,17 +221,17 @@ func (s *udSock) onREQ(m *sidr.Message, d *udDatagram) {
 		return // a retransmission of a request the user has
 	}
 	if s.pending >= s.backlog {
-		s.f.log.Debug().Stringer("from", d.from).Msg("soft: SIDR backlog full, request dropped")
+		s.f.log.Debug().Stringer("from", d.from).Msg("SIDR backlog full, request dropped")
 		return
 	}
 	host := sourceOf(d.from)
 	src := s.sources[host]
 	if src != nil && src.n >= sidrMaxPerSource && !s.evictOldest(&src.answered) {
-		s.f.log.Debug().Stringer("from", d.from).Msg("soft: SIDR requests of one source over its share, request dropped")
+		s.f.log.Debug().Stringer("from", d.from).Msg("SIDR requests of one source over its share, request dropped")
 		return
 	}
 	if len(s.reqs) >= sidrMaxReqs && !s.evictOldest(&s.answered) {
-		s.f.log.Debug().Stringer("from", d.from).Msg("soft: SIDR request table full, request dropped")
+		s.f.log.Debug().Stringer("from", d.from).Msg("SIDR request table full, request dropped")
 		return
 	}
 	dst := d.dst
@@ -278,7 +278,7 @@ func (s *udSock) answer(key sidrKey, rep []byte) bool {
 	r.mine = r.src.answered.PushBack(r)
 	s.pending--
 	if err := udSendFrom(s.port.fd, s.port.fam, rep, key.from, r.dst); err != nil {
-		s.f.log.Debug().Err(err).Stringer("to", key.from).Msg("soft: SIDR REP send")
+		s.f.log.Debug().Err(err).Stringer("to", key.from).Msg("SIDR REP send")
 	}
 	return true
 }

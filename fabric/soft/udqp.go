@@ -176,7 +176,7 @@ func (q *udQP) start() {
 	}
 	gen, err := q.l.register(q.fd, poll.In, q)
 	if err != nil {
-		q.f.log.Error().Err(err).Int("fd", q.fd).Msg("soft: register UD QP")
+		q.f.log.Error().Err(err).Int("fd", q.fd).Msg("register UD QP")
 		return
 	}
 	q.gen = gen
@@ -323,7 +323,7 @@ func (q *udQP) sendLocked(p *udPending) bool {
 			q.scq.push(p.wr)
 		}
 	default:
-		q.f.log.Debug().Err(err).Stringer("to", p.to).Msg("soft: UD send")
+		q.f.log.Debug().Err(err).Stringer("to", p.to).Msg("UD send")
 		wc := p.wr
 		wc.Status = fabric.WCGeneralErr
 		q.scq.push(wc)
@@ -414,7 +414,7 @@ func (q *udQP) readAll(fd int, group bool) {
 		case unix.EAGAIN:
 			return
 		default:
-			q.f.log.Debug().Err(err).Int("fd", fd).Msg("soft: UD receive")
+			q.f.log.Debug().Err(err).Int("fd", fd).Msg("UD receive")
 		}
 	}
 }
@@ -425,7 +425,7 @@ func (q *udQP) deliver(d *udDatagram, group bool) {
 	var h sidr.DataHeader
 	payload, err := sidr.ParseData(d.b, &h)
 	if err != nil || d.trunc {
-		q.f.log.Debug().Err(err).Stringer("from", d.from).Msg("soft: malformed UD datagram dropped")
+		q.f.log.Debug().Err(err).Stringer("from", d.from).Msg("malformed UD datagram dropped")
 		return
 	}
 	want := q.num
@@ -436,7 +436,7 @@ func (q *udQP) deliver(d *udDatagram, group bool) {
 		return // our own group send, looped back
 	}
 	if h.DstQPN != want || h.QKey != q.qkey {
-		q.f.log.Debug().Stringer("from", d.from).Uint32("qpn", h.DstQPN).Uint32("qkey", h.QKey).Msg("soft: UD datagram for another QP or Q_Key dropped")
+		q.f.log.Debug().Stringer("from", d.from).Uint32("qpn", h.DstQPN).Uint32("qkey", h.QKey).Msg("UD datagram for another QP or Q_Key dropped")
 		return
 	}
 	q.mu.Lock()

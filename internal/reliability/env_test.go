@@ -175,13 +175,16 @@ func parseLog(data []byte) []map[string]any {
 	return out
 }
 
-// count returns how many entries have message msg and all the fields
-// (field=value checks that the field's string form contains value).
+// countLog returns how many entries have message msg and all the fields
+// (field=value checks that the field's string form contains value). msg
+// is "component: message": "soft: bad MPA request dropped" matches the
+// entries with component "soft" and message "bad MPA request dropped".
 func countLog(entries []map[string]any, msg string, fields ...string) int {
+	component, msg, _ := strings.Cut(msg, ": ")
 	n := 0
 next:
 	for _, e := range entries {
-		if e["message"] != msg {
+		if e["component"] != component || e["message"] != msg {
 			continue
 		}
 		for _, f := range fields {
