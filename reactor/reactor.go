@@ -230,7 +230,10 @@ func (r *Reactor) call(fn func()) {
 }
 
 // Register adds a channel: its events go to h. A channel can be registered
-// once. It may be called from a handler.
+// once. It may be called from a handler. A nil channel or handler (also a
+// nil func or pointer in a non-nil interface) is EINVAL, and so is a
+// handler whose Err method reports a refused registration (a handlers.Mux
+// that was given a nil handler): its error is returned.
 //
 // The reactor polls a duplicate of the channel's descriptor, which it
 // closes itself. When a channel.Channel is closed its registration is
@@ -241,8 +244,13 @@ func (r *Reactor) call(fn func()) {
 // a source that does not (the kernel fabric's rdma_cm file) stays
 // registered, its file held open by the duplicate, until Unregister.
 func (r *Reactor) Register(ch Channel, h id.Handler) error {
-	if h == nil || ch == nil {
+	if isNil(h) || ch == nil {
 		return fmt.Errorf("reactor: nil channel or handler: %w", syscall.EINVAL)
+	}
+	if e, ok := h.(interface{ Err() error }); ok {
+		if err := e.Err(); err != nil {
+			return fmt.Errorf("reactor: handler: %w", err)
+		}
 	}
 	src := ch.Source()
 	if src == nil {
@@ -340,7 +348,7 @@ func (r *Reactor) Unregister(ch Channel) error {
 // is destroyed (DestroyQP, or Destroy of its id) the registration is
 // dropped by itself, shortly after: UnregisterCQ is then optional.
 func (r *Reactor) RegisterCQ(cq id.CQ, h CompletionHandler) error {
-	if h == nil || cq == nil {
+	if isNil(h) || cq == nil {
 		return fmt.Errorf("reactor: nil completion queue or handler: %w", syscall.EINVAL)
 	}
 	fd := cq.Fd()

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -503,4 +504,33 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// Register refuses, with EINVAL and without registering, a nil handler, a
+// nil func or pointer in a non-nil interface, and a handlers.Mux that
+// refused one of its registrations (the same rule: a registration mistake
+// is EINVAL, never a panic).
+func TestRegisterRefusesNilHandlers(t *testing.T) {
+	fx := newFixture(t, 0)
+	bad := handlers.New().OnEstablished(nil)
+	for name, h := range map[string]id.Handler{
+		"nil":           nil,
+		"nil Func":      handlers.Func(nil),
+		"nil *Mux":      (*handlers.Mux)(nil),
+		"Mux with Err":  bad,
+		"nil in a Func": handlers.Func((func(*id.Event) error)(nil)),
+	} {
+		if err := fx.r.Register(fx.ch, h); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%s: Register = %v, want EINVAL", name, err)
+		}
+		if n := fx.r.Stats().Channels; n != 0 {
+			t.Fatalf("%s: %d channels registered after a refusal", name, n)
+		}
+	}
+	if err := fx.r.Register(fx.ch, handlers.New().OnEstablished(func(*id.Event) error { return nil })); err != nil {
+		t.Fatalf("a good Mux: %v", err)
+	}
+	if err := fx.r.RegisterCQ(nil, reactor.CompletionFunc(nil)); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("RegisterCQ(nil, nil func) = %v, want EINVAL", err)
+	}
 }
