@@ -403,17 +403,17 @@ func TestEventSeqIsTheJournalSeq(t *testing.T) {
 	}
 }
 
-// DefaultJournal keeps DefaultJournalCapacity records; a journal keeps its
+// journal.Default keeps DefaultCapacity records; a journal keeps its
 // last Cap records and counts them all.
 func TestJournalCapacity(t *testing.T) {
 	if journal.DefaultCapacity != 65536 {
-		t.Fatalf("DefaultJournalCapacity %d, documented as 65536", journal.DefaultCapacity)
+		t.Fatalf("journal.DefaultCapacity %d, documented as 65536", journal.DefaultCapacity)
 	}
 	if got := journal.Default().Cap(); got != journal.DefaultCapacity {
-		t.Fatalf("DefaultJournal().Cap() = %d, want %d", got, journal.DefaultCapacity)
+		t.Fatalf("journal.Default().Cap() = %d, want %d", got, journal.DefaultCapacity)
 	}
 	if got := journal.New(0).Cap(); got != 1 {
-		t.Fatalf("NewJournal(0).Cap() = %d, want 1", got)
+		t.Fatalf("journal.New(0).Cap() = %d, want 1", got)
 	}
 	j := journal.New(3)
 	ch := newChan(t, fakefab.New("fake", true))

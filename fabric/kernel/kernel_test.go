@@ -431,7 +431,7 @@ func TestNoDataPath(t *testing.T) {
 	// layer then answers CreateQP with ENOSYS.
 	var ep fabric.Endpoint = &endpoint{}
 	if _, ok := ep.(fabric.QPCreator); ok {
-		t.Fatal("kernel endpoints implement id.QPCreator")
+		t.Fatal("kernel endpoints implement fabric.QPCreator")
 	}
 	if _, ok := ep.(Endpoint); !ok {
 		t.Fatal("kernel endpoints do not implement kernel.Endpoint")
