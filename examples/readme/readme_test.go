@@ -244,6 +244,15 @@ func TestTour(t *testing.T) {
 		_ = cm.Disconnect()
 		_ = cm.Destroy()
 	})
+	// serve destroys an accepted id on its DISCONNECTED, which crosses the
+	// loopback after the client's Destroy returns; stopping serve before
+	// that would leave the id (and the fabric's address monitor) behind.
+	// Wait until only the listener is left.
+	for deadline := time.Now().Add(5 * time.Second); id.Live() > 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ids still exist; the server did not destroy its last connection", id.Live())
+		}
+	}
 	stop()
 	if err := <-served; err != nil {
 		t.Errorf("serve: %v", err)
