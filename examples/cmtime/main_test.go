@@ -416,7 +416,10 @@ func TestProgress(t *testing.T) {
 }
 
 // A client making more connections than the server expects is refused;
-// both sides fail and release everything (TestMain checks for leaks).
+// both sides fail and release everything (TestMain checks for leaks). The
+// server fails in one of two ways, as rdma-core's cmtime does, depending on
+// which comes first: the client's out-of-band socket closing, or the client
+// (gone after its REJECTED) resetting a request the server still accepts.
 func TestMismatchedCounts(t *testing.T) {
 	port := tooltest.FreePorts(t, 2)
 	p := strconv.Itoa(port)
@@ -428,7 +431,8 @@ func TestMismatchedCounts(t *testing.T) {
 		t.Errorf("client: exit %d\n%s%s", cli.rc, cli.stdout, cli.stderr)
 	}
 	if srv.rc != 1 || !strings.Contains(srv.stdout, "failing connection request\n") ||
-		!strings.Contains(srv.stderr, "out-of-band") {
+		!(strings.Contains(srv.stderr, "out-of-band") ||
+			strings.Contains(srv.stdout+srv.stderr, "failure accepting: Connection reset by peer")) {
 		t.Errorf("server: exit %d\n%s%s", srv.rc, srv.stdout, srv.stderr)
 	}
 }
