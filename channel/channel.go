@@ -4,8 +4,8 @@
 // non-blocking), and Ack to acknowledge it.
 //
 // A channel belongs to one fabric: the default one (the software fabric, or
-// the one $CMRT_FABRIC names) or the one given with WithFabric. Importing
-// this package registers the fabrics that ship with cmrt.
+// the one $CMRT_FABRIC names; package id registers the fabrics that ship
+// with cmrt) or the one given with WithFabric.
 package channel
 
 import (
@@ -16,15 +16,13 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
-
-	_ "github.com/cmrt/cmrt/fabric/kernel" // registers the "kernel" fabric
-	_ "github.com/cmrt/cmrt/fabric/soft"   // registers the "soft" fabric
 )
 
 // Channel is an event channel. It is safe for concurrent use.
 type Channel struct {
-	src      id.EventSource
+	src      fabric.EventSource
 	nonblock atomic.Bool
 
 	mu      sync.Mutex
@@ -34,7 +32,7 @@ type Channel struct {
 }
 
 type options struct {
-	fabric   id.Fabric
+	fabric   fabric.Fabric
 	nonblock bool
 }
 
@@ -42,7 +40,7 @@ type options struct {
 type Option func(*options)
 
 // WithFabric opens the channel on f instead of the default fabric.
-func WithFabric(f id.Fabric) Option { return func(o *options) { o.fabric = f } }
+func WithFabric(f fabric.Fabric) Option { return func(o *options) { o.fabric = f } }
 
 // WithNonblocking makes GetEvent return EAGAIN instead of waiting, as
 // setting O_NONBLOCK on the channel's fd does in librdmacm.
@@ -58,8 +56,8 @@ func New(opts ...Option) (*Channel, error) {
 	f := o.fabric
 	if f == nil {
 		var err error
-		if f, err = id.DefaultFabric(); err != nil {
-			return nil, err
+		if f, err = fabric.Default(); err != nil {
+			return nil, &id.Error{Op: "create_event_channel", Err: err}
 		}
 	}
 	src, err := f.Open()
@@ -73,7 +71,7 @@ func New(opts ...Option) (*Channel, error) {
 
 // Source implements id.Channel. It is nil once the channel is closed, and
 // for a nil *Channel (so that id.Create and Migrate refuse it with EINVAL).
-func (c *Channel) Source() id.EventSource {
+func (c *Channel) Source() fabric.EventSource {
 	if c == nil {
 		return nil
 	}
@@ -86,7 +84,7 @@ func (c *Channel) Source() id.EventSource {
 }
 
 // Fabric returns the fabric the channel is on (nil for a nil *Channel).
-func (c *Channel) Fabric() id.Fabric {
+func (c *Channel) Fabric() fabric.Fabric {
 	if c == nil {
 		return nil
 	}

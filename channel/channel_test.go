@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/fakefab"
 )
@@ -26,7 +27,7 @@ func TestDefaultFabricIsSoftAndEnvSelects(t *testing.T) {
 		t.Fatalf("default fabric %s", ch.Fabric().Name())
 	}
 	_ = ch.Close()
-	t.Setenv(id.FabricEnv, "no-such-fabric")
+	t.Setenv(fabric.Env, "no-such-fabric")
 	if _, err := channel.New(); !errors.Is(err, syscall.ENODEV) {
 		t.Fatalf("unknown fabric: %v", err)
 	}

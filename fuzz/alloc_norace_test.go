@@ -11,6 +11,7 @@ import (
 	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/fakefab"
 	"github.com/cmrt/cmrt/reactor"
 )
@@ -38,7 +39,7 @@ func TestPoolDispatchAllocatesNothing(t *testing.T) {
 	var eps []*fakefab.Endpoint
 	var ids []*id.ID
 	for k := 0; k < 64; k++ {
-		cm, err := id.Create(ch, nil, id.PSTCP, id.WithJournal(id.NewJournal(16)))
+		cm, err := id.Create(ch, nil, id.PSTCP, id.WithJournal(journal.New(16)))
 		if err != nil {
 			t.Fatal(err)
 		}

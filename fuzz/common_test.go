@@ -15,6 +15,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -75,15 +76,15 @@ func (c *rapidChooser) more() bool {
 // recorder collects every record of a journal, so that the check sees
 // whole histories whatever the ring's size.
 type recorder struct {
-	j    *id.Journal
+	j    *journal.Journal
 	stop func()
 	mu   sync.Mutex
-	recs []id.Record
+	recs []journal.Record
 }
 
 func newRecorder() *recorder {
-	r := &recorder{j: id.NewJournal(256)}
-	r.stop = r.j.Observe(func(rec id.Record) {
+	r := &recorder{j: journal.New(256)}
+	r.stop = r.j.Observe(func(rec journal.Record) {
 		r.mu.Lock()
 		r.recs = append(r.recs, rec)
 		r.mu.Unlock()
@@ -92,30 +93,30 @@ func newRecorder() *recorder {
 }
 
 // records returns what was recorded, in sequence order.
-func (r *recorder) records() []id.Record {
+func (r *recorder) records() []journal.Record {
 	r.mu.Lock()
 	out := slices.Clone(r.recs)
 	r.mu.Unlock()
-	slices.SortFunc(out, func(a, b id.Record) int { return int(int64(a.Seq) - int64(b.Seq)) })
+	slices.SortFunc(out, func(a, b journal.Record) int { return int(int64(a.Seq) - int64(b.Seq)) })
 	return out
 }
 
 // check checks the journal against the model, ignoring the violation
 // kinds in tolerate, and replays it in check mode. The error carries the
 // journal as JSON lines.
-func (r *recorder) check(tolerate ...id.ViolationKind) error {
+func (r *recorder) check(tolerate ...journal.ViolationKind) error {
 	recs := r.records()
-	err := id.CheckJournal(recs)
-	var je *id.JournalError
+	err := journal.Check(recs)
+	var je *journal.Error
 	if errors.As(err, &je) {
 		err = je.Without(tolerate...)
 	}
-	if err == nil && !slices.Contains(tolerate, id.StateDiverged) {
-		_, err = id.ReplayCheck(recs)
+	if err == nil && !slices.Contains(tolerate, journal.StateDiverged) {
+		_, err = journal.ReplayCheck(recs)
 	}
 	if err != nil {
 		var buf bytes.Buffer
-		_ = id.WriteRecordsJSON(&buf, recs)
+		_ = journal.WriteRecordsJSON(&buf, recs)
 		return fmt.Errorf("%w\njournal (%d records):\n%s", err, len(recs), buf.String())
 	}
 	return nil

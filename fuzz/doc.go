@@ -1,7 +1,7 @@
 // Package fuzz holds cmrt's fuzzers and property tests over the public
 // API. They drive random call sequences across many ids, inject faults,
 // and check every id's journal against the model of legal call and event
-// sequences (id.CheckJournal), that Destroy always returns, and that
+// sequences (journal.Check), that Destroy always returns, and that
 // nothing leaks (goroutines, descriptors, ids).
 //
 // Two layers:

@@ -13,8 +13,10 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/fakefab"
 	"github.com/cmrt/cmrt/reactor"
 )
@@ -115,9 +117,9 @@ func runFake(t T, c chooser) {
 	}
 	d.teardown()
 	d.rec.stop()
-	var tolerate []id.ViolationKind
+	var tolerate []journal.ViolationKind
 	if d.mode != modeLegal {
-		tolerate = append(tolerate, id.IllegalEvent)
+		tolerate = append(tolerate, journal.IllegalEvent)
 	}
 	if err := d.rec.check(tolerate...); err != nil {
 		d.fatalf("%s%v", d.rec.picture(t, c, tolerate...), err)
@@ -262,30 +264,30 @@ func (d *fakeDriver) create(sync bool) {
 	d.add(cm)
 }
 
-var fakeCalls = [...]id.Call{id.CallBind, id.CallResolveAddr, id.CallResolveRoute, id.CallListen, id.CallConnect,
-	id.CallAccept, id.CallReject, id.CallEstablish, id.CallDisconnect, id.CallJoin, id.CallLeave, id.CallMigrate,
-	id.CallSetOption, id.CallNotify, id.CallGetRequest, id.CallDestroy}
+var fakeCalls = [...]journal.Call{journal.CallBind, journal.CallResolveAddr, journal.CallResolveRoute, journal.CallListen, journal.CallConnect,
+	journal.CallAccept, journal.CallReject, journal.CallEstablish, journal.CallDisconnect, journal.CallJoin, journal.CallLeave, journal.CallMigrate,
+	journal.CallSetOption, journal.CallNotify, journal.CallGetRequest, journal.CallDestroy}
 
 // progressCalls are the calls that move an id in state st along a
 // connection's life-cycle.
-func progressCalls(st id.State) []id.Call {
+func progressCalls(st id.State) []journal.Call {
 	switch st {
 	case id.StateIdle:
-		return []id.Call{id.CallResolveAddr, id.CallResolveAddr, id.CallBind, id.CallListen}
+		return []journal.Call{journal.CallResolveAddr, journal.CallResolveAddr, journal.CallBind, journal.CallListen}
 	case id.StateAddrBound:
-		return []id.Call{id.CallResolveAddr, id.CallListen, id.CallJoin}
+		return []journal.Call{journal.CallResolveAddr, journal.CallListen, journal.CallJoin}
 	case id.StateAddrResolved:
-		return []id.Call{id.CallResolveRoute, id.CallResolveRoute, id.CallJoin}
+		return []journal.Call{journal.CallResolveRoute, journal.CallResolveRoute, journal.CallJoin}
 	case id.StateRouteResolved:
-		return []id.Call{id.CallConnect}
+		return []journal.Call{journal.CallConnect}
 	case id.StateListen:
-		return []id.Call{id.CallGetRequest}
+		return []journal.Call{journal.CallGetRequest}
 	case id.StateConnectRequest:
-		return []id.Call{id.CallAccept, id.CallAccept, id.CallReject}
+		return []journal.Call{journal.CallAccept, journal.CallAccept, journal.CallReject}
 	case id.StateConnectResponse:
-		return []id.Call{id.CallEstablish, id.CallDisconnect}
+		return []journal.Call{journal.CallEstablish, journal.CallDisconnect}
 	case id.StateEstablished, id.StateAccept:
-		return []id.Call{id.CallDisconnect}
+		return []journal.Call{journal.CallDisconnect}
 	}
 	return nil
 }
@@ -294,14 +296,14 @@ func progressCalls(st id.State) []id.Call {
 // the model allows, now and then any at all.
 func (d *fakeDriver) call(s *fakeSlot) {
 	st, qp := s.cm.State(), s.cm.QPType()
-	var allowed, progress []id.Call
+	var allowed, progress []journal.Call
 	for _, x := range fakeCalls {
-		if _, ok := id.CallAllowed(st, x, qp); ok {
+		if _, ok := journal.CallAllowed(st, x, qp); ok {
 			allowed = append(allowed, x)
 		}
 	}
 	for _, x := range progressCalls(st) {
-		if _, ok := id.CallAllowed(st, x, qp); ok {
+		if _, ok := journal.CallAllowed(st, x, qp); ok {
 			progress = append(progress, x)
 		}
 	}
@@ -309,7 +311,7 @@ func (d *fakeDriver) call(s *fakeSlot) {
 	switch r := d.c.intn(16); {
 	case r == 0:
 	case r == 1:
-		c = id.CallDestroy
+		c = journal.CallDestroy
 	case r < 5 || len(progress) == 0:
 		if len(allowed) > 0 {
 			c = allowed[d.c.intn(len(allowed))]
@@ -323,20 +325,20 @@ func (d *fakeDriver) call(s *fakeSlot) {
 	}
 	err := d.do(s, c, context.Background())
 	d.logf("%s on %d (%s, %s): %s", c, s.cm.Handle(), st, qp, errnoOf(err))
-	if _, ok := id.CallAllowed(st, c, qp); !ok && err == nil && d.handPumped() && c != id.CallGetRequest {
+	if _, ok := journal.CallAllowed(st, c, qp); !ok && err == nil && d.handPumped() && c != journal.CallGetRequest {
 		d.fatalf("%s succeeded on id %d in state %s", c, s.cm.Handle(), st)
 	}
 }
 
 // waits reports whether call c on a synchronous id in state st waits for
 // an event.
-func waits(c id.Call, st id.State, qp id.QPType) bool {
+func waits(c journal.Call, st id.State, qp id.QPType) bool {
 	switch c {
-	case id.CallResolveAddr, id.CallResolveRoute, id.CallConnect, id.CallJoin, id.CallGetRequest:
+	case journal.CallResolveAddr, journal.CallResolveRoute, journal.CallConnect, journal.CallJoin, journal.CallGetRequest:
 		return true
-	case id.CallAccept:
+	case journal.CallAccept:
 		return qp == id.RC
-	case id.CallDisconnect:
+	case journal.CallDisconnect:
 		return st != id.StateDisconnected
 	}
 	return false
@@ -345,30 +347,30 @@ func waits(c id.Call, st id.State, qp id.QPType) bool {
 // do makes call c on s; calls that wait for acknowledgements (destroy,
 // migrate, leave) are bounded, and the events the driver holds are
 // acknowledged meanwhile.
-func (d *fakeDriver) do(s *fakeSlot, c id.Call, ctx context.Context) error {
+func (d *fakeDriver) do(s *fakeSlot, c journal.Call, ctx context.Context) error {
 	cm := s.cm
 	switch c {
-	case id.CallBind:
+	case journal.CallBind:
 		return cm.Bind(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), uint16(d.c.intn(3))))
-	case id.CallResolveAddr:
+	case journal.CallResolveAddr:
 		return cm.ResolveAddrContext(ctx, netip.AddrPort{}, fakeDst, time.Second)
-	case id.CallResolveRoute:
+	case journal.CallResolveRoute:
 		return cm.ResolveRouteContext(ctx, time.Second)
-	case id.CallListen:
+	case journal.CallListen:
 		return cm.Listen(d.c.intn(3))
-	case id.CallConnect:
+	case journal.CallConnect:
 		return cm.ConnectContext(ctx, &id.ConnParam{PrivateData: make([]byte, d.c.intn(4)*30)})
-	case id.CallAccept:
+	case journal.CallAccept:
 		return cm.AcceptContext(ctx, nil)
-	case id.CallReject:
+	case journal.CallReject:
 		return cm.Reject(make([]byte, d.c.intn(3)*70))
-	case id.CallEstablish:
+	case journal.CallEstablish:
 		return cm.Establish()
-	case id.CallDisconnect:
+	case journal.CallDisconnect:
 		return cm.DisconnectContext(ctx)
-	case id.CallJoin:
+	case journal.CallJoin:
 		return cm.JoinMulticastContext(ctx, fakeGroups[d.c.intn(2)], id.JoinFlags(d.c.intn(2)), "join")
-	case id.CallSetOption:
+	case journal.CallSetOption:
 		switch d.c.intn(4) {
 		case 0:
 			return cm.SetTOS(byte(d.c.intn(256)))
@@ -379,9 +381,9 @@ func (d *fakeDriver) do(s *fakeSlot, c id.Call, ctx context.Context) error {
 		default:
 			return cm.SetOption(id.OptionLevelIB, id.OptionIBPath, make([]byte, 72))
 		}
-	case id.CallNotify:
+	case journal.CallNotify:
 		return cm.Notify(id.AsyncCommEst)
-	case id.CallGetRequest:
+	case journal.CallGetRequest:
 		child, err := cm.GetRequestContext(ctx)
 		if child != nil {
 			d.add(child)
@@ -392,23 +394,23 @@ func (d *fakeDriver) do(s *fakeSlot, c id.Call, ctx context.Context) error {
 	var err error
 	var fn func()
 	switch c {
-	case id.CallLeave:
+	case journal.CallLeave:
 		g := fakeGroups[d.c.intn(2)]
 		fn = func() { err = cm.LeaveMulticast(g) }
-	case id.CallMigrate:
+	case journal.CallMigrate:
 		var to id.Channel
 		if k := d.c.intn(3); k < 2 {
 			to = d.chs[k]
 		}
 		fn = func() { err = cm.Migrate(to) }
-	case id.CallDestroy:
+	case journal.CallDestroy:
 		fn = func() { err = cm.Destroy() }
 	default:
 		d.fatalf("no call %s", c)
 	}
 	meanwhile := func() {
 		d.ackHeld()
-		if c == id.CallDestroy || c == id.CallMigrate {
+		if c == journal.CallDestroy || c == journal.CallMigrate {
 			d.releaseRequests(cm)
 		}
 	}
@@ -419,22 +421,22 @@ func (d *fakeDriver) do(s *fakeSlot, c id.Call, ctx context.Context) error {
 }
 
 // natural are the events that answer a call that waits.
-func natural(c id.Call, qp id.QPType) []id.EventType {
+func natural(c journal.Call, qp id.QPType) []id.EventType {
 	switch c {
-	case id.CallResolveAddr:
+	case journal.CallResolveAddr:
 		return []id.EventType{id.EventAddrResolved, id.EventAddrError}
-	case id.CallResolveRoute:
+	case journal.CallResolveRoute:
 		return []id.EventType{id.EventRouteResolved, id.EventRouteError}
-	case id.CallConnect:
+	case journal.CallConnect:
 		if qp == id.UD {
 			return []id.EventType{id.EventEstablished, id.EventUnreachable, id.EventAddrError}
 		}
 		return []id.EventType{id.EventEstablished, id.EventRejected, id.EventUnreachable, id.EventConnectError, id.EventConnectResponse}
-	case id.CallAccept:
+	case journal.CallAccept:
 		return []id.EventType{id.EventEstablished, id.EventRejected, id.EventUnreachable, id.EventDisconnected}
-	case id.CallDisconnect:
+	case journal.CallDisconnect:
 		return []id.EventType{id.EventDisconnected}
-	case id.CallJoin:
+	case journal.CallJoin:
 		return []id.EventType{id.EventMulticastJoin, id.EventMulticastError}
 	}
 	return nil
@@ -455,12 +457,12 @@ func (d *fakeDriver) status(t id.EventType) int32 {
 // plays the network: once the call reached the fabric it injects one of
 // the call's natural outcomes (or, now and then, nothing: the call's
 // context then ends it and the id is abandoned).
-func (d *fakeDriver) syncCall(s *fakeSlot, c id.Call, st id.State) {
+func (d *fakeDriver) syncCall(s *fakeSlot, c journal.Call, st id.State) {
 	qp := s.cm.QPType()
-	next, allowed := id.CallAllowed(st, c, qp)
+	next, allowed := journal.CallAllowed(st, c, qp)
 	var outs []id.EventType
 	for _, e := range natural(c, qp) {
-		if id.EventAllowed(next, e, qp) {
+		if journal.EventAllowed(next, e, qp) {
 			outs = append(outs, e)
 		}
 	}
@@ -477,7 +479,7 @@ func (d *fakeDriver) syncCall(s *fakeSlot, c id.Call, st id.State) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	if c == id.CallGetRequest {
+	if c == journal.CallGetRequest {
 		if allowed && answer && s.ep != nil {
 			s.ep.InjectRequest([]byte("sync"))
 		}
@@ -491,7 +493,7 @@ func (d *fakeDriver) syncCall(s *fakeSlot, c id.Call, st id.State) {
 	// and not yet taken answers this call instead of the injected answer.
 	stray := s.ep.Queued() > 0
 	fabricOp := c.String()
-	if c == id.CallJoin {
+	if c == journal.CallJoin {
 		fabricOp = "join"
 	}
 	var group netip.Addr
@@ -512,7 +514,7 @@ func (d *fakeDriver) syncCall(s *fakeSlot, c id.Call, st id.State) {
 			default:
 			}
 			if len(s.ep.Calls()) > before {
-				if c == id.CallJoin {
+				if c == journal.CallJoin {
 					for _, g := range fakeGroups {
 						if s.ep.InjectJoin(g, ev, status) {
 							group, injected = g, true
@@ -547,7 +549,7 @@ func (d *fakeDriver) syncCall(s *fakeSlot, c id.Call, st id.State) {
 func (d *fakeDriver) legalEvents(s *fakeSlot) []id.EventType {
 	st, qp := s.cm.State(), s.cm.QPType()
 	var out []id.EventType
-	for e := id.EventType(0); e < id.NumEventTypes; e++ {
+	for e := id.EventType(0); e < fabric.NumEventTypes; e++ {
 		switch e {
 		case id.EventConnectRequest, id.EventMulticastJoin, id.EventMulticastError:
 			continue
@@ -560,7 +562,7 @@ func (d *fakeDriver) legalEvents(s *fakeSlot) []id.EventType {
 				continue
 			}
 		}
-		if id.EventAllowed(st, e, qp) {
+		if journal.EventAllowed(st, e, qp) {
 			out = append(out, e)
 		}
 	}
@@ -609,7 +611,7 @@ func (d *fakeDriver) inject(s *fakeSlot) {
 	}
 	switch r := d.c.intn(16); {
 	case r < 2 && d.mode != modeLegal:
-		e = id.EventType(d.c.intn(id.NumEventTypes + 1)) // and one past USER
+		e = id.EventType(d.c.intn(fabric.NumEventTypes + 1)) // and one past USER
 		if e == id.EventConnectRequest {
 			e = id.EventUser
 		}
@@ -631,8 +633,8 @@ func (d *fakeDriver) inject(s *fakeSlot) {
 	if d.mode == modeLegal {
 		d.pump()
 		if ok {
-			d.mustRecord(mark, func(r *id.Record) bool {
-				return r.ID == s.cm.Handle() && r.Kind == id.KindEvent && r.Event == e && r.Status == status
+			d.mustRecord(mark, func(r *journal.Record) bool {
+				return r.ID == s.cm.Handle() && r.Kind == journal.KindEvent && r.Event == e && r.Status == status
 			}, "%s for id %d", e, s.cm.Handle())
 		}
 	}
@@ -640,7 +642,7 @@ func (d *fakeDriver) inject(s *fakeSlot) {
 
 // mustRecord fails unless a record after sequence number mark matches: a
 // legal event the fabric reported was delivered and journaled.
-func (d *fakeDriver) mustRecord(mark uint64, match func(*id.Record) bool, format string, args ...any) {
+func (d *fakeDriver) mustRecord(mark uint64, match func(*journal.Record) bool, format string, args ...any) {
 	for _, r := range d.rec.records() {
 		if r.Seq > mark && match(&r) {
 			return
@@ -660,8 +662,8 @@ func (d *fakeDriver) injectRequest(s *fakeSlot) {
 	if d.mode == modeLegal {
 		d.pump()
 		if child != nil {
-			d.mustRecord(mark, func(r *id.Record) bool {
-				return r.Parent == s.cm.Handle() && r.Kind == id.KindEvent && r.Event == id.EventConnectRequest
+			d.mustRecord(mark, func(r *journal.Record) bool {
+				return r.Parent == s.cm.Handle() && r.Kind == journal.KindEvent && r.Event == id.EventConnectRequest
 			}, "the request to listener %d", s.cm.Handle())
 		}
 	}
@@ -673,7 +675,7 @@ func (d *fakeDriver) injectJoin(s *fakeSlot) {
 		return
 	}
 	t := []id.EventType{id.EventMulticastJoin, id.EventMulticastError}[d.c.intn(2)]
-	if d.mode == modeLegal && !id.EventAllowed(s.cm.State(), t, s.cm.QPType()) {
+	if d.mode == modeLegal && !journal.EventAllowed(s.cm.State(), t, s.cm.QPType()) {
 		return
 	}
 	g := fakeGroups[d.c.intn(2)]
@@ -683,8 +685,8 @@ func (d *fakeDriver) injectJoin(s *fakeSlot) {
 	if d.mode == modeLegal {
 		d.pump()
 		if ok {
-			d.mustRecord(mark, func(r *id.Record) bool {
-				return r.ID == s.cm.Handle() && r.Kind == id.KindEvent && r.Event == t
+			d.mustRecord(mark, func(r *journal.Record) bool {
+				return r.ID == s.cm.Handle() && r.Kind == journal.KindEvent && r.Event == t
 			}, "%s for id %d", t, s.cm.Handle())
 		}
 	}
@@ -818,7 +820,7 @@ func (d *fakeDriver) teardown() {
 	}
 	d.ackHeld()
 	// Every live id's state is the fold of its journal.
-	states := id.Replay(d.rec.records())
+	states := journal.Replay(d.rec.records())
 	for _, s := range d.live() {
 		if got, want := states[s.cm.Handle()], s.cm.State(); got != want {
 			d.fatalf("id %d: journal folds to %s, id is in %s", s.cm.Handle(), got, want)

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/journalsvg"
 )
 
@@ -68,7 +69,7 @@ func picturePath(t T, c chooser) (path string, generated bool) {
 // picture draws the recorded journal for a failing run (violations of the
 // kinds in tolerate in orange, the others in red) and returns a line for
 // the failure message saying where it is.
-func (r *recorder) picture(t T, c chooser, tolerate ...id.ViolationKind) string {
+func (r *recorder) picture(t T, c chooser, tolerate ...journal.ViolationKind) string {
 	path, generated := picturePath(t, c)
 	if err := r.draw(path, t.Name(), tolerate); err != nil {
 		return fmt.Sprintf("journal picture not written: %v\n", err)
@@ -87,7 +88,7 @@ func (r *recorder) picture(t T, c chooser, tolerate ...id.ViolationKind) string 
 	return fmt.Sprintf("journal picture (look here first): %s\n", path)
 }
 
-func (r *recorder) draw(path, name string, tolerate []id.ViolationKind) error {
+func (r *recorder) draw(path, name string, tolerate []journal.ViolationKind) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
@@ -120,10 +121,10 @@ func TestFailingJournalPicture(t *testing.T) {
 	// A journal that breaks the model: an ESTABLISHED for an idle id.
 	rec := newRecorder()
 	rec.stop()
-	rec.recs = []id.Record{
-		{Seq: 1, Time: 1e9, ID: 7, Channel: 1, Kind: id.KindCall, QPType: id.RC, Call: id.CallCreate, State: id.StateIdle},
-		{Seq: 2, Time: 2e9, ID: 7, Channel: 1, Kind: id.KindEvent, QPType: id.RC, Event: id.EventEstablished, State: id.StateIdle},
-		{Seq: 3, Time: 3e9, ID: 7, Channel: 1, Kind: id.KindCall, QPType: id.RC, Call: id.CallDestroy, State: id.StateDestroyed},
+	rec.recs = []journal.Record{
+		{Seq: 1, Time: 1e9, ID: 7, Channel: 1, Kind: journal.KindCall, QPType: id.RC, Call: journal.CallCreate, State: id.StateIdle},
+		{Seq: 2, Time: 2e9, ID: 7, Channel: 1, Kind: journal.KindEvent, QPType: id.RC, Event: id.EventEstablished, State: id.StateIdle},
+		{Seq: 3, Time: 3e9, ID: 7, Channel: 1, Kind: journal.KindCall, QPType: id.RC, Call: journal.CallDestroy, State: id.StateDestroyed},
 	}
 	check := func(msg, path, class string) {
 		t.Helper()
@@ -158,7 +159,7 @@ func TestFailingJournalPicture(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "fuzz", "FuzzFake", "input1"), []byte("go test fuzz v1\n[]byte(\"\")\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	check(rec.picture(namedT{"FuzzFake/input1"}, &bytesChooser{}, id.IllegalEvent), filepath.Join(dir, "fuzz", "FuzzFake", "journal", "input1.svg"), "tr")
+	check(rec.picture(namedT{"FuzzFake/input1"}, &bytesChooser{}, journal.IllegalEvent), filepath.Join(dir, "fuzz", "FuzzFake", "journal", "input1.svg"), "tr")
 	if _, err := os.Stat(pb); err != nil {
 		t.Errorf("a replay removed the last generated input's picture: %v", err)
 	}

@@ -1,10 +1,13 @@
 package handlers_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"testing"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
 )
@@ -35,19 +38,19 @@ func TestTypedMethodsRouteTheirType(t *testing.T) {
 		id.EventAddrInfoResolved: m.OnAddrInfoResolved, id.EventAddrInfoError: m.OnAddrInfoError,
 		id.EventUser: m.OnUser,
 	}
-	if len(regs) != id.NumEventTypes {
-		t.Fatalf("%d typed methods for %d event types", len(regs), id.NumEventTypes)
+	if len(regs) != fabric.NumEventTypes {
+		t.Fatalf("%d typed methods for %d event types", len(regs), fabric.NumEventTypes)
 	}
 	for typ, on := range regs {
 		on(rec(typ))
 	}
-	for typ := id.EventType(0); typ < id.NumEventTypes; typ++ {
+	for typ := id.EventType(0); typ < fabric.NumEventTypes; typ++ {
 		if err := m.HandleEvent(&id.Event{Type: typ}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if len(got) != id.NumEventTypes {
-		t.Fatalf("%d dispatches, want %d", len(got), id.NumEventTypes)
+	if len(got) != fabric.NumEventTypes {
+		t.Fatalf("%d dispatches, want %d", len(got), fabric.NumEventTypes)
 	}
 	for k, typ := range got {
 		if typ != id.EventType(k) {
@@ -78,22 +81,43 @@ func TestDefaultRemoveAndLookup(t *testing.T) {
 	}
 }
 
-func TestRegistrationMisusePanics(t *testing.T) {
-	for name, fn := range map[string]func(){
-		"nil handler":   func() { handlers.New().Handle(id.EventUser, nil) },
-		"nil func":      func() { handlers.New().HandleFunc(id.EventUser, nil) },
-		"type too big":  func() { handlers.New().HandleFunc(id.NumEventTypes, func(*id.Event) error { return nil }) },
-		"negative type": func() { handlers.New().Remove(-1) },
-		"nil default":   func() { handlers.New().Default(nil) },
+// A nil handler, or an event type out of range, is refused with EINVAL as
+// every cmrt call refuses a bad argument: the registration is not made,
+// nothing panics, the chain goes on, and Err reports the first refusal.
+func TestRegistrationMisuseIsEINVAL(t *testing.T) {
+	ok := func(*id.Event) error { return nil }
+	for name, reg := range map[string]func(*handlers.Mux) *handlers.Mux{
+		"nil handler":   func(m *handlers.Mux) *handlers.Mux { return m.Handle(id.EventUser, nil) },
+		"nil Func":      func(m *handlers.Mux) *handlers.Mux { return m.Handle(id.EventUser, handlers.Func(nil)) },
+		"nil *Mux":      func(m *handlers.Mux) *handlers.Mux { return m.Handle(id.EventUser, (*handlers.Mux)(nil)) },
+		"nil func":      func(m *handlers.Mux) *handlers.Mux { return m.HandleFunc(id.EventUser, nil) },
+		"typed nil":     func(m *handlers.Mux) *handlers.Mux { return m.OnUser(nil) },
+		"type too big":  func(m *handlers.Mux) *handlers.Mux { return m.HandleFunc(fabric.NumEventTypes, ok) },
+		"negative type": func(m *handlers.Mux) *handlers.Mux { return m.Remove(-1) },
+		"nil default":   func(m *handlers.Mux) *handlers.Mux { return m.Default(nil) },
+		"nil default f": func(m *handlers.Mux) *handlers.Mux { return m.DefaultFunc(nil) },
 	} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%s: no panic", name)
-				}
-			}()
-			fn()
-		}()
+		m := handlers.New().OnUser(ok)
+		if m.Err() != nil {
+			t.Fatalf("%s: Err %v before any misuse", name, m.Err())
+		}
+		if got := reg(m).OnEstablished(ok); got != m {
+			t.Fatalf("%s: the chain broke", name)
+		}
+		if err := m.Err(); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%s: Err() = %v, want EINVAL", name, err)
+		}
+		if m.Lookup(id.EventUser) == nil || m.Lookup(id.EventEstablished) == nil {
+			t.Errorf("%s: the refusal undid or blocked other registrations", name)
+		}
+		if err := m.HandleEvent(&id.Event{Type: id.EventUser}); err != nil {
+			t.Errorf("%s: dispatch after a refusal: %v", name, err)
+		}
+		first := m.Err()
+		m.Remove(99)
+		if m.Err() != first {
+			t.Errorf("%s: Err changed to %v, want the first refusal", name, m.Err())
+		}
 	}
 }
 

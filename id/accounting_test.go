@@ -9,8 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/fakefab"
 )
 
@@ -294,7 +296,7 @@ func TestMulticastJoinLeave(t *testing.T) {
 	}
 	wantErrno(t, cm.JoinMulticast(group, nil), syscall.EADDRINUSE)
 	ev := expect(t, ch, id.EventMulticastJoin, cm)
-	if ev.JoinContext != "join ctx" || ev.UD.QPNum != id.MulticastQPNum || ev.UD.QKey != id.UDPQKey || ev.Group != group {
+	if ev.JoinContext != "join ctx" || ev.UD.QPNum != fabric.MulticastQPNum || ev.UD.QKey != id.UDPQKey || ev.Group != group {
 		t.Fatalf("join event %+v", ev.UD)
 	}
 	hung, done := blocks(func() { _ = cm.LeaveMulticast(group) }, 100*time.Millisecond)
@@ -311,9 +313,9 @@ func TestMulticastJoinLeave(t *testing.T) {
 }
 
 func TestJournalRecordsAndReplays(t *testing.T) {
-	j := id.NewJournal(1024)
-	var live []id.Record
-	stop := j.Observe(func(r id.Record) { live = append(live, r) })
+	j := journal.New(1024)
+	var live []journal.Record
+	stop := j.Observe(func(r journal.Record) { live = append(live, r) })
 	defer stop()
 	f := fakefab.New("fake", true)
 	ch := newChan(t, f)
@@ -334,10 +336,10 @@ func TestJournalRecordsAndReplays(t *testing.T) {
 			t.Fatalf("record %d: %+v", k, r)
 		}
 	}
-	if last := recs[len(recs)-1]; last.Kind != id.KindCall || last.Call != id.CallListen || last.Status != int32(syscall.EINVAL) {
+	if last := recs[len(recs)-1]; last.Kind != journal.KindCall || last.Call != journal.CallListen || last.Status != int32(syscall.EINVAL) {
 		t.Fatalf("failed listen record %+v", last)
 	}
-	if got := id.Replay(recs)[cm.Handle()]; got != cm.State() || got != id.StateEstablished {
+	if got := journal.Replay(recs)[cm.Handle()]; got != cm.State() || got != id.StateEstablished {
 		t.Fatalf("replayed state %s, live %s", got, cm.State())
 	}
 	var buf bytes.Buffer
@@ -347,12 +349,12 @@ func TestJournalRecordsAndReplays(t *testing.T) {
 	if !strings.Contains(buf.String(), `"event":"RDMA_CM_EVENT_ESTABLISHED"`) {
 		t.Fatalf("JSON lacks the event name:\n%s", buf.String())
 	}
-	back, err := id.ReadJSON(&buf)
+	back, err := journal.ReadJSON(&buf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(back) != len(recs) || id.Replay(back)[cm.Handle()] != id.StateEstablished {
-		t.Fatalf("JSON round trip: %d records, state %s", len(back), id.Replay(back)[cm.Handle()])
+	if len(back) != len(recs) || journal.Replay(back)[cm.Handle()] != id.StateEstablished {
+		t.Fatalf("JSON round trip: %d records, state %s", len(back), journal.Replay(back)[cm.Handle()])
 	}
 	for k := range back {
 		if back[k] != recs[k] {
@@ -360,7 +362,7 @@ func TestJournalRecordsAndReplays(t *testing.T) {
 		}
 	}
 	_ = cm.Destroy()
-	if _, err := id.ReadJSON(strings.NewReader(`{"kind":"bogus"}`)); err == nil {
+	if _, err := journal.ReadJSON(strings.NewReader(`{"kind":"bogus"}`)); err == nil {
 		t.Fatal("bad kind accepted")
 	}
 	if errors.Is(nil, syscall.EINVAL) {

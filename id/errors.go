@@ -63,10 +63,3 @@ func StatusErrno(t EventType, status int) syscall.Errno {
 // synchronous id whose context ended before the operation's event arrived.
 // The operation is abandoned: the id then only accepts Destroy.
 var ErrCanceled = errors.New("cmrt: operation abandoned: context ended before its event")
-
-// ErrClosed is wrapped, with EBADF, by a call that was waiting for an event
-// when the channel it waited on was closed: channel.GetEvent when the
-// channel is closed meanwhile, and a synchronous id's blocking call
-// (ResolveAddr, Connect, GetRequest, ...) when the id is destroyed from
-// another goroutine (its private channel goes with it).
-var ErrClosed = errors.New("event channel closed")

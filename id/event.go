@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/internal/goid"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // Event is a CM event, as struct rdma_cm_event. Events come from an event
@@ -64,14 +64,13 @@ type Event struct {
 	// Seq is the event's sequence number in its id's journal.
 	Seq uint64
 
-	raw       RawEvent
+	raw       fabric.RawEvent
 	owner     *ID        // whose event count it is (the listener for CONNECT_REQUEST)
 	mc        *multicast // the join of a MULTICAST_* event
-	src       EventSource
+	src       fabric.EventSource
 	st        atomic.Uint32 // evAcked, evHandling, evCounted
 	pooled    bool          // the library's (TakeEvent): recycled when Handle returns
 	syncOwned bool          // held by a synchronous id, which acknowledges it
-	handlerG  uint64        // the goroutine running the event's handler, while it runs
 }
 
 // Bits of Event.st. One atomic word, so that concurrent Acks (a user error)
@@ -106,7 +105,7 @@ func (ev *Event) PrivateData() []byte {
 }
 
 // Source returns the event source the event came from.
-func (ev *Event) Source() EventSource { return ev.src }
+func (ev *Event) Source() fabric.EventSource { return ev.src }
 
 // count does the accounting of one acknowledgement. The caller has set
 // evCounted: it runs once per event.
@@ -278,7 +277,11 @@ func (ev *Event) String() string {
 	return b.String()
 }
 
-// Handler handles events; see Event.Handle.
+// Handler handles events; see Event.Handle. While a handler of one of an
+// id's events runs, Destroy, Migrate and LeaveMulticast of that id do not
+// wait for the id's events to be acknowledged, whoever calls them (the
+// handler itself may): a goroutine that must know the id's handlers are
+// done waits on ID.Done after Destroy.
 type Handler interface {
 	// HandleEvent handles one event. The event is acknowledged when it
 	// returns; the error is the caller's to report.
@@ -288,12 +291,18 @@ type Handler interface {
 // Handle runs h for the event and then acknowledges it, even if h panics
 // (the panic continues after the acknowledgement). h may acknowledge the
 // event itself: Ack then marks it, and its accounting is still done when h
-// returns, so Destroy, Migrate and LeaveMulticast called from another
-// goroutine while h runs wait for h to return; called from h itself they
-// do not wait for this event (they would wait for themselves). If the
-// event's id was destroyed before Handle, h is not called; a
-// CONNECT_REQUEST whose listener was destroyed has its new id rejected and
-// destroyed instead.
+// returns. If the event's id was destroyed before Handle, h is not called;
+// a CONNECT_REQUEST whose listener was destroyed has its new id rejected
+// and destroyed instead. An event from TakeEvent is recycled when Handle
+// returns.
+//
+// Handle brackets h: while h runs, Destroy, Migrate and LeaveMulticast of
+// the id that owns the event (the listener, for a CONNECT_REQUEST) return
+// without waiting for the acknowledgement of the id's events, whether h
+// calls them or another goroutine does (cmrt does not tell goroutines
+// apart); the id is finalized, and ID.Done closed, when the last event is
+// acknowledged. So h may destroy its own id, and a goroutine that must
+// know h has returned waits on Done.
 //
 // A CONNECT_REQUEST that h leaves unanswered (neither accepted, rejected
 // nor destroyed: its new id still in StateConnectRequest) is
@@ -304,13 +313,7 @@ type Handler interface {
 //
 // Handle of an event already acknowledged, or of a synchronous id's event,
 // fails with EINVAL without calling h.
-func (ev *Event) Handle(h Handler) error { return ev.HandleOn(h, goid.ID()) }
-
-// HandleOn is Handle for runtimes that run handlers on goroutines whose ids
-// (package internal/goid) they know: g must be the calling goroutine's id.
-// It saves Handle's lookup of the goroutine. An event from TakeEvent is
-// recycled when HandleOn returns.
-func (ev *Event) HandleOn(h Handler, g uint64) (err error) {
+func (ev *Event) Handle(h Handler) (err error) {
 	if ev == nil {
 		return errorf("handle", syscall.EINVAL, "nil event")
 	}
@@ -328,8 +331,7 @@ func (ev *Event) HandleOn(h Handler, g uint64) (err error) {
 	}
 	owner, pooled := ev.owner, ev.pooled
 	if owner != nil {
-		ev.handlerG = g
-		owner.beginHandler(ev)
+		owner.beginHandler()
 	}
 	answered := false
 	defer func() {
@@ -337,7 +339,7 @@ func (ev *Event) HandleOn(h Handler, g uint64) (err error) {
 			ev.refuseRequest()
 		}
 		if owner != nil {
-			owner.endHandler(ev)
+			owner.endHandler()
 		}
 		ev.finish()
 		if pooled {

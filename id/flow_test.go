@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/fakefab"
 )
@@ -342,7 +343,7 @@ func TestCreateQPType(t *testing.T) {
 }
 
 func TestNoFabricRegisteredIsENODEV(t *testing.T) {
-	t.Setenv(id.FabricEnv, "nope")
+	t.Setenv(fabric.Env, "nope")
 	_, err := id.Create(nil, nil, id.PSTCP)
 	wantErrno(t, err, syscall.ENODEV)
 }

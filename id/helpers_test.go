@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/fakefab"
 )
@@ -17,7 +18,7 @@ var (
 	anyAddr = netip.AddrPort{}
 )
 
-func newChan(t *testing.T, f id.Fabric) *channel.Channel {
+func newChan(t *testing.T, f fabric.Fabric) *channel.Channel {
 	t.Helper()
 	ch, err := channel.New(channel.WithFabric(f))
 	if err != nil {

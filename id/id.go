@@ -7,14 +7,15 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/cmrt/cmrt/internal/goid"
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // Channel is an event channel: the queue an asynchronous id reports its
 // events to. channel.Channel implements it.
 type Channel interface {
 	// Source returns the channel's fabric event source.
-	Source() EventSource
+	Source() fabric.EventSource
 }
 
 // ID is a communication identifier, as struct rdma_cm_id. Its methods are
@@ -22,18 +23,18 @@ type Channel interface {
 // meant to be issued in order by one owner.
 type ID struct {
 	uid     uint64
-	fabric  Fabric
+	fabric  fabric.Fabric
 	ps      PortSpace
 	qpType  QPType
-	journal *Journal
+	journal *journal.Journal
 
 	mu        sync.Mutex
 	cond      sync.Cond // signalled when completed grows, on mu
 	state     State
-	ch        Channel     // nil for a synchronous id
-	src       EventSource // ch's source, or the private one
+	ch        Channel            // nil for a synchronous id
+	src       fabric.EventSource // ch's source, or the private one
 	sync      bool
-	ep        Endpoint
+	ep        fabric.Endpoint
 	userCtx   any
 	event     *Event // the current event of a synchronous id
 	parent    uint64 // the listener's handle, for ids born from a request
@@ -43,14 +44,14 @@ type ID struct {
 	qp        QP
 	reqQP     *QPInitAttr // a CreateEP listener's: the QP GetRequest gives each request's id
 	finalized bool
-	chNum     uint64 // src's channel number, stamped on journal records
+	done      chan struct{} // Done's channel, made on demand; closed (or closedChan) once finalized
+	chNum     uint64        // src's channel number, stamped on journal records
 
 	destroyed atomic.Bool
 	reported  atomic.Uint64 // events delivered with this id as owner
 	completed atomic.Uint64 // of those, acknowledged
 	waiters   atomic.Int32  // goroutines waiting on cond
-	handling  atomic.Int32  // handlers running for events this id owns
-	inHandler []*Event      // those events, under mu
+	handling  atomic.Int32  // handlers running for events this id owns (Event.Handle)
 	deferWait atomic.Bool   // a destroy waits for completion in the background
 	deferGoal atomic.Uint64
 }
@@ -60,8 +61,8 @@ type Option func(*createOptions)
 
 type createOptions struct {
 	qp      QPType
-	fabric  Fabric
-	journal *Journal
+	fabric  fabric.Fabric
+	journal *journal.Journal
 }
 
 // WithQPType selects the QP type of a PSIB id (RC or UD); other port spaces
@@ -70,11 +71,11 @@ func WithQPType(t QPType) Option { return func(o *createOptions) { o.qp = t } }
 
 // WithFabric selects the fabric of a synchronous id (one created without a
 // channel); ids on a channel use the channel's fabric.
-func WithFabric(f Fabric) Option { return func(o *createOptions) { o.fabric = f } }
+func WithFabric(f fabric.Fabric) Option { return func(o *createOptions) { o.fabric = f } }
 
 // WithJournal records the id's calls and events in j instead of the default
 // journal.
-func WithJournal(j *Journal) Option { return func(o *createOptions) { o.journal = j } }
+func WithJournal(j *journal.Journal) Option { return func(o *createOptions) { o.journal = j } }
 
 // Create creates an id, as rdma_create_id. With a nil channel the id is
 // synchronous: it gets a private channel on the default fabric (or the one
@@ -91,7 +92,7 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 	if ch != nil && isNilPointer(ch) {
 		return nil, errorf("create_id", syscall.EINVAL, "nil %T channel (pass an untyped nil for a synchronous id)", ch)
 	}
-	o := createOptions{qp: ps.DefaultQPType(), journal: defaultJournal}
+	o := createOptions{qp: ps.DefaultQPType(), journal: journal.Default()}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -104,7 +105,7 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 		f := o.fabric
 		if f == nil {
 			var err error
-			if f, err = DefaultFabric(); err != nil {
+			if f, err = fabric.Default(); err != nil {
 				return nil, err
 			}
 		}
@@ -131,7 +132,7 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 	}
 	i.ep = ep
 	i.chNum = sourceNumber(i.src)
-	i.record(CallCreate, nil)
+	i.record(journal.CallCreate, nil)
 	return i, nil
 }
 
@@ -143,12 +144,12 @@ func isNilPointer(v any) bool {
 
 // record journals a call and its outcome. It must be called with i.mu held
 // or before the id is shared.
-func (i *ID) record(c Call, err error) {
-	r := Record{ID: i.uid, Parent: i.parent, Channel: i.chNum, Kind: KindCall, QPType: i.qpType, Call: c, State: i.state}
+func (i *ID) record(c journal.Call, err error) {
+	r := journal.Record{ID: i.uid, Parent: i.parent, Channel: i.chNum, Kind: journal.KindCall, QPType: i.qpType, Call: c, State: i.state}
 	if err != nil {
 		r.Status = int32(errnoOf(err))
 	}
-	i.journal.add(r)
+	i.journal.Add(r)
 }
 
 func errnoOf(err error) syscall.Errno {
@@ -184,7 +185,7 @@ func (i *ID) PortSpace() PortSpace { return i.ps }
 func (i *ID) QPType() QPType { return i.qpType }
 
 // Fabric returns the fabric the id lives on.
-func (i *ID) Fabric() Fabric { return i.fabric }
+func (i *ID) Fabric() fabric.Fabric { return i.fabric }
 
 // Channel returns the id's event channel, or nil for a synchronous id.
 func (i *ID) Channel() Channel {
@@ -209,7 +210,7 @@ func (i *ID) State() State {
 
 // Endpoint returns the fabric endpoint behind the id, for fabric-specific
 // extensions (the data path). It is nil after Destroy.
-func (i *ID) Endpoint() Endpoint {
+func (i *ID) Endpoint() fabric.Endpoint {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.state == StateDestroyed {
@@ -220,11 +221,11 @@ func (i *ID) Endpoint() Endpoint {
 
 // Route returns what the fabric knows of the id's addresses, device and
 // path; the zero Route after Destroy.
-func (i *ID) Route() Route {
+func (i *ID) Route() fabric.Route {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	if i.state == StateDestroyed {
-		return Route{}
+		return fabric.Route{}
 	}
 	r, _ := i.ep.Query()
 	return r
@@ -284,57 +285,30 @@ func (i *ID) waitCompleted(done func() bool) {
 }
 
 // waitAll waits until every event reported so far is acknowledged, unless
-// it is called from the handler of one of them (which would wait for
-// itself). It reports whether it waited.
+// a handler of one of the id's events is running (see handlerRunning). It
+// reports whether it waited.
 func (i *ID) waitAll() bool {
 	goal := i.reported.Load()
-	if i.calledFromHandler() {
+	if i.handlerRunning() {
 		return false
 	}
 	i.waitCompleted(func() bool { return i.completed.Load() >= goal })
 	return true
 }
 
-// beginHandler and endHandler bracket a handler of an event this id owns.
-func (i *ID) beginHandler(ev *Event) {
-	i.handling.Add(1)
-	i.mu.Lock()
-	i.inHandler = append(i.inHandler, ev)
-	i.mu.Unlock()
-}
+// beginHandler and endHandler bracket a handler of an event this id owns
+// (Event.Handle).
+func (i *ID) beginHandler() { i.handling.Add(1) }
 
-func (i *ID) endHandler(ev *Event) {
-	i.mu.Lock()
-	for k, x := range i.inHandler {
-		if x == ev {
-			last := len(i.inHandler) - 1
-			i.inHandler[k] = i.inHandler[last]
-			i.inHandler[last] = nil
-			i.inHandler = i.inHandler[:last]
-			break
-		}
-	}
-	i.mu.Unlock()
-	i.handling.Add(-1)
-}
+func (i *ID) endHandler() { i.handling.Add(-1) }
 
-// calledFromHandler reports whether the calling goroutine is running the
-// handler of an event this id owns. Only then may a wait for this id's
-// acknowledgements be skipped: it would wait for itself.
-func (i *ID) calledFromHandler() bool {
-	if i.handling.Load() == 0 {
-		return false
-	}
-	me := goid.ID()
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	for _, ev := range i.inHandler {
-		if ev.handlerG == me {
-			return true
-		}
-	}
-	return false
-}
+// handlerRunning reports whether a handler of an event this id owns is
+// running. Destroy, Migrate and LeaveMulticast then do not wait for the
+// acknowledgement of the id's events: the caller may be that handler, and
+// waiting would be waiting for itself. Whether it is, they do not ask (a
+// goroutine has no identity to ask by): a goroutine that must know that no
+// handler of the id still runs waits on Done.
+func (i *ID) handlerRunning() bool { return i.handling.Load() > 0 }
 
 // takeEvent detaches the current event of a synchronous id, for the caller
 // to acknowledge once i.mu is released.
@@ -354,12 +328,21 @@ func ackTaken(ev *Event) {
 
 // Destroy destroys the id, as rdma_destroy_id: the fabric endpoint is
 // released at once (queued events for it are dropped, pending connection
-// requests on a listener are rejected), then Destroy waits until every event
-// reported for the id has been acknowledged. Called from a handler of one of
-// those events, it returns without waiting and the id is finalized when the
-// last one is acknowledged; called from another goroutine while a handler
-// of the id runs, it waits for the handler. Destroying twice fails with
-// EINVAL.
+// requests on a listener are rejected) and no event is reported for the id
+// afterwards. Destroying twice fails with EINVAL.
+//
+// Then, as librdmacm's rdma_destroy_id, Destroy waits until every event
+// reported for the id has been acknowledged (CONNECT_REQUEST events count
+// against the listener) — unless a handler of one of the id's events is
+// running (a reactor's, or any h given to Event.Handle), whoever calls:
+// then it returns at once, without waiting for the events being handled
+// nor for those queued behind them, and the id is finalized when the last
+// of them is acknowledged. A handler may so destroy its own id. A
+// goroutine that must know that no handler of the id still runs (to free
+// what the handlers use) waits on Done, which is closed when the id is
+// finalized; a handler must not wait on Done (it would wait for itself).
+// An id used with GetEvent and Ack only (no handler) keeps librdmacm's
+// blocking Destroy: when it returns, Done is closed.
 func (i *ID) Destroy() error {
 	i.mu.Lock()
 	if i.state == StateDestroyed {
@@ -368,7 +351,7 @@ func (i *ID) Destroy() error {
 	}
 	i.state = StateDestroyed
 	i.destroyed.Store(true)
-	i.record(CallDestroy, nil)
+	i.record(journal.CallDestroy, nil)
 	old := i.takeEvent()
 	mcs := i.mcs
 	i.mcs = nil
@@ -387,7 +370,7 @@ func (i *ID) Destroy() error {
 	ackTaken(old)
 
 	goal := i.reported.Load()
-	if i.calledFromHandler() {
+	if i.handlerRunning() {
 		i.deferGoal.Store(goal)
 		i.deferWait.Store(true)
 		if i.completed.Load() >= goal && i.deferWait.CompareAndSwap(true, false) {
@@ -400,7 +383,8 @@ func (i *ID) Destroy() error {
 	return wrap("destroy_id", err)
 }
 
-// finalize releases what outlives the endpoint: the private channel.
+// finalize releases what outlives the endpoint (the private channel), then
+// closes Done's channel.
 func (i *ID) finalize() {
 	i.mu.Lock()
 	if i.finalized {
@@ -413,11 +397,44 @@ func (i *ID) finalize() {
 	if sync {
 		_ = src.Close()
 	}
+	i.mu.Lock()
+	if i.done != nil {
+		close(i.done)
+	} else {
+		i.done = closedChan
+	}
+	i.mu.Unlock()
 }
 
-// usable returns EINVAL for a destroyed id (and ENXIO-like misuse).
-func (i *ID) checkCall(c Call) (State, error) {
-	next, ok := CallAllowed(i.state, c, i.qpType)
+// closedChan is Done's channel of an id finalized before anyone asked.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// Done returns a channel that is closed when the destroyed id is finalized:
+// every event reported for it has been acknowledged (so no handler of the
+// id's events runs any more, and none will) and its private channel, if it
+// is synchronous, is closed. It is never closed for an id that is not
+// destroyed. Destroy called with a handler of the id running returns before
+// that (see Destroy); a goroutine that must know the handlers are done
+// waits on Done. A handler of the id's events must not: it would wait for
+// itself.
+func (i *ID) Done() <-chan struct{} {
+	i.mu.Lock()
+	defer i.mu.Unlock()
+	if i.done == nil {
+		i.done = make(chan struct{})
+	}
+	return i.done
+}
+
+// checkCall checks call c against the id's state (journal.CallAllowed) and
+// returns the state a successful call moves the id to, or EINVAL: for an id
+// the call is not allowed in, destroyed, or abandoned by a canceled call.
+func (i *ID) checkCall(c journal.Call) (State, error) {
+	next, ok := journal.CallAllowed(i.state, c, i.qpType)
 	if ok {
 		return next, nil
 	}

@@ -12,23 +12,25 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/fakefab"
 )
 
 // collect returns a journal and a function returning every record it got,
 // sorted by Seq (observers may see records of different ids out of order).
-func collect(t *testing.T) (*id.Journal, func() []id.Record) {
+func collect(t *testing.T) (*journal.Journal, func() []journal.Record) {
 	t.Helper()
-	j := id.NewJournal(1 << 12)
+	j := journal.New(1 << 12)
 	var mu sync.Mutex
-	var all []id.Record
-	stop := j.Observe(func(r id.Record) { mu.Lock(); all = append(all, r); mu.Unlock() })
+	var all []journal.Record
+	stop := j.Observe(func(r journal.Record) { mu.Lock(); all = append(all, r); mu.Unlock() })
 	t.Cleanup(stop)
-	return j, func() []id.Record {
+	return j, func() []journal.Record {
 		mu.Lock()
 		defer mu.Unlock()
-		out := append([]id.Record(nil), all...)
+		out := append([]journal.Record(nil), all...)
 		for k := 1; k < len(out); k++ { // insertion sort: nearly sorted
 			for m := k; m > 0 && out[m].Seq < out[m-1].Seq; m-- {
 				out[m], out[m-1] = out[m-1], out[m]
@@ -38,12 +40,12 @@ func collect(t *testing.T) (*id.Journal, func() []id.Record) {
 	}
 }
 
-func mustCheck(t *testing.T, recs []id.Record) {
+func mustCheck(t *testing.T, recs []journal.Record) {
 	t.Helper()
-	if err := id.CheckJournal(recs); err != nil {
+	if err := journal.Check(recs); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := id.ReplayCheck(recs); err != nil {
+	if _, err := journal.ReplayCheck(recs); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -93,7 +95,7 @@ func TestJournalChannelNumbers(t *testing.T) {
 		}
 	}
 	recsD := j.RecordsOf(d.Handle())
-	if len(recsD) != 3 || recsD[0].Channel != n1 || recsD[1].Channel != n2 || recsD[1].Call != id.CallMigrate {
+	if len(recsD) != 3 || recsD[0].Channel != n1 || recsD[1].Channel != n2 || recsD[1].Call != journal.CallMigrate {
 		t.Fatalf("d's records: %v", recsD)
 	}
 	_ = c.Destroy()
@@ -120,7 +122,7 @@ func TestJournalSyncListenerChildMigrates(t *testing.T) {
 	}
 	recs := j.RecordsOf(child.Handle())
 	if len(recs) != 2 || recs[0].Event != id.EventConnectRequest || recs[0].Parent != l.Handle() ||
-		recs[0].Channel != l.ChannelNumber() || recs[1].Call != id.CallMigrate || recs[1].Channel != child.ChannelNumber() ||
+		recs[0].Channel != l.ChannelNumber() || recs[1].Call != journal.CallMigrate || recs[1].Channel != child.ChannelNumber() ||
 		child.ChannelNumber() == l.ChannelNumber() {
 		t.Fatalf("child records %v", recs)
 	}
@@ -137,9 +139,9 @@ func TestJournalFiltersAndJSON(t *testing.T) {
 	f := fakefab.New("fake", true)
 	ch := newChan(t, f)
 	var mu sync.Mutex
-	var mine []id.Record
+	var mine []journal.Record
 	a := newID(t, ch, id.PSTCP, id.WithJournal(j))
-	stop := j.ObserveFilter(id.ByID(a.Handle()), func(r id.Record) { mu.Lock(); mine = append(mine, r); mu.Unlock() })
+	stop := j.ObserveFilter(journal.ByID(a.Handle()), func(r journal.Record) { mu.Lock(); mine = append(mine, r); mu.Unlock() })
 	var live bytes.Buffer
 	stopJSON := j.ObserveJSON(&live)
 	b := newID(t, ch, id.PSUDP, id.WithJournal(j))
@@ -150,7 +152,7 @@ func TestJournalFiltersAndJSON(t *testing.T) {
 	_ = b.Destroy()
 	stop()
 	stopJSON()
-	if len(mine) != 3 || mine[0].Call != id.CallResolveAddr || mine[1].Event != id.EventAddrResolved || mine[2].Call != id.CallDestroy {
+	if len(mine) != 3 || mine[0].Call != journal.CallResolveAddr || mine[1].Event != id.EventAddrResolved || mine[2].Call != journal.CallDestroy {
 		t.Fatalf("filtered observer got %v", mine)
 	}
 	recs := all()
@@ -163,7 +165,7 @@ func TestJournalFiltersAndJSON(t *testing.T) {
 		t.Fatalf("no channel in JSON:\n%s", buf.String())
 	}
 	for _, src := range []*bytes.Buffer{&buf, &live} {
-		back, err := id.ReadJSON(src)
+		back, err := journal.ReadJSON(src)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,76 +180,9 @@ func TestJournalFiltersAndJSON(t *testing.T) {
 	}
 	for _, bad := range []string{`{"kind":"bogus","qp":"RC"}`, `{"kind":"call","call":"nope","qp":"RC"}`,
 		`{"kind":"event","qp":"XX","state":"IDLE"}`, `{"kind":"event","qp":"RC","state":"NOPE"}`, `{`} {
-		if _, err := id.ReadJSON(strings.NewReader(bad)); err == nil {
+		if _, err := journal.ReadJSON(strings.NewReader(bad)); err == nil {
 			t.Fatalf("ReadJSON accepted %s", bad)
 		}
-	}
-}
-
-// rec builds a synthetic record.
-func rec(seq, handle uint64, kind id.RecordKind, what int, status int32, state id.State) id.Record {
-	r := id.Record{Seq: seq, ID: handle, Kind: kind, QPType: id.RC, Status: status, State: state, Channel: 1}
-	if kind == id.KindCall {
-		r.Call = id.Call(what)
-	} else {
-		r.Event = id.EventType(what)
-	}
-	return r
-}
-
-func TestCheckJournalFlagsEachViolation(t *testing.T) {
-	call, event := id.KindCall, id.KindEvent
-	create := rec(1, 7, call, int(id.CallCreate), 0, id.StateIdle)
-	good := []id.Record{
-		create,
-		rec(2, 7, call, int(id.CallResolveAddr), 0, id.StateAddrQuery),
-		rec(3, 7, event, int(id.EventAddrResolved), 0, id.StateAddrResolved),
-		rec(4, 7, call, int(id.CallListen), int32(syscall.EINVAL), id.StateAddrResolved),
-		rec(5, 7, call, int(id.CallDestroy), 0, id.StateDestroyed),
-		rec(6, 7, call, int(id.CallBind), int32(syscall.EINVAL), id.StateDestroyed),
-	}
-	mustCheck(t, good)
-	for _, tc := range []struct {
-		name string
-		recs []id.Record
-		want id.ViolationKind
-	}{
-		{"illegal event", []id.Record{create, rec(2, 7, event, int(id.EventEstablished), 0, id.StateIdle)}, id.IllegalEvent},
-		{"illegal call", []id.Record{create, rec(2, 7, call, int(id.CallConnect), 0, id.StateIdle)}, id.IllegalCall},
-		{"diverged", []id.Record{create, rec(2, 7, call, int(id.CallBind), 0, id.StateListen)}, id.StateDiverged},
-		{"event after destroy", []id.Record{create, rec(2, 7, call, int(id.CallDestroy), 0, id.StateDestroyed),
-			rec(3, 7, event, int(id.EventUser), 0, id.StateDestroyed)}, id.AfterDestroy},
-		{"call after destroy", []id.Record{create, rec(2, 7, call, int(id.CallDestroy), 0, id.StateDestroyed),
-			rec(3, 7, call, int(id.CallBind), 0, id.StateDestroyed)}, id.AfterDestroy},
-		{"no create", []id.Record{rec(1, 7, call, int(id.CallBind), 0, id.StateAddrBound)}, id.BadHistory},
-		{"created twice", []id.Record{create, rec(2, 7, call, int(id.CallCreate), 0, id.StateIdle)}, id.BadHistory},
-		{"multicast without join", []id.Record{create, rec(2, 7, call, int(id.CallBind), 0, id.StateAddrBound),
-			rec(3, 7, event, int(id.EventMulticastJoin), 0, id.StateAddrBound)}, id.IllegalEvent},
-		{"request for a non-listener", []id.Record{create,
-			{Seq: 2, ID: 8, Parent: 7, Kind: event, Event: id.EventConnectRequest, QPType: id.RC, State: id.StateConnectRequest, Channel: 1}}, id.IllegalEvent},
-		{"channel changed", []id.Record{create, {Seq: 2, ID: 7, Kind: call, Call: id.CallBind, QPType: id.RC, State: id.StateAddrBound, Channel: 2}}, id.ChannelChanged},
-	} {
-		err := id.CheckJournal(tc.recs)
-		var je *id.JournalError
-		if !errors.As(err, &je) || je.Violations[0].Kind != tc.want {
-			t.Errorf("%s: got %v, want %s", tc.name, err, tc.want)
-			continue
-		}
-		if je.Without(tc.want) != nil && tc.name != "no create" {
-			t.Errorf("%s: more than one kind: %v", tc.name, err)
-		}
-	}
-	// A truncated journal may start in the middle of an id's history.
-	if err := id.CheckJournal(good[2:]); err != nil {
-		t.Fatalf("truncated journal: %v", err)
-	}
-	// ReplayCheck reports the first divergence.
-	bad := append([]id.Record(nil), good...)
-	bad[2].State = id.StateRouteResolved
-	_, err := id.ReplayCheck(bad)
-	var de *id.DivergenceError
-	if !errors.As(err, &de) || de.Record.Seq != 3 || de.Want != id.StateAddrResolved || de.Before != id.StateAddrQuery {
-		t.Fatalf("ReplayCheck: %v", err)
 	}
 }
 
@@ -259,15 +194,15 @@ type hookChannel struct {
 }
 
 type hookSource struct {
-	id.EventSource
+	fabric.EventSource
 	hook func()
 }
 
-func (h hookChannel) Source() id.EventSource {
+func (h hookChannel) Source() fabric.EventSource {
 	return hookSource{EventSource: h.Channel.Source(), hook: h.hook}
 }
 
-func (h hookSource) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
+func (h hookSource) Next(ctx context.Context, block bool, ev *fabric.RawEvent) error {
 	err := h.EventSource.Next(ctx, block, ev)
 	if err == nil && h.hook != nil {
 		h.hook()
@@ -337,45 +272,6 @@ func TestRequestForNonListenerIsRejected(t *testing.T) {
 	_ = cm.Destroy()
 }
 
-func TestJournalRecordString(t *testing.T) {
-	r := id.Record{Seq: 3, ID: 9, Parent: 2, Channel: 4, Kind: id.KindEvent, QPType: id.UD, Event: id.EventEstablished, State: id.StateEstablished}
-	if got := r.String(); got != "#3 id 9 ch 4 UD event RDMA_CM_EVENT_ESTABLISHED status 0 -> ESTABLISHED (parent 2)" {
-		t.Fatalf("String: %q", got)
-	}
-}
-
-// FuzzJournalJSON: ReadJSON never panics, and what it accepts survives a
-// write/read round trip unchanged.
-func FuzzJournalJSON(f *testing.F) {
-	f.Add([]byte(`{"seq":1,"time":5,"id":3,"ch":2,"kind":"call","qp":"RC","call":"create","status":0,"state":"IDLE"}`))
-	f.Add([]byte(`{"seq":2,"id":3,"ch":2,"parent":1,"kind":"event","qp":"UD","event":"x","type":9,"status":-110,"state":"FAILED"}`))
-	f.Add([]byte(`{"seq":3,"id":3,"kind":"cancel","qp":"RC","state":"CANCELED"}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		recs, err := id.ReadJSON(bytes.NewReader(b))
-		if err != nil || len(recs) == 0 {
-			return
-		}
-		var buf bytes.Buffer
-		if err := id.WriteRecordsJSON(&buf, recs); err != nil {
-			t.Fatal(err)
-		}
-		back, err := id.ReadJSON(&buf)
-		if err != nil {
-			t.Fatalf("re-read: %v\n%s", err, buf.String())
-		}
-		if len(back) != len(recs) {
-			t.Fatalf("%d records, then %d", len(recs), len(back))
-		}
-		for k := range recs {
-			if back[k] != recs[k] {
-				t.Fatalf("record %d changed:\n%+v\n%+v", k, recs[k], back[k])
-			}
-		}
-		_ = id.CheckJournal(recs) // must not panic on any input
-		_, _ = id.ReplayCheck(recs)
-	})
-}
-
 // TestEventSeqIsTheJournalSeq: every delivered event, CONNECT_REQUEST
 // included, carries the sequence number of its journal record.
 func TestEventSeqIsTheJournalSeq(t *testing.T) {
@@ -401,19 +297,19 @@ func TestEventSeqIsTheJournalSeq(t *testing.T) {
 	}
 }
 
-// DefaultJournal keeps DefaultJournalCapacity records; a journal keeps its
+// journal.Default keeps DefaultCapacity records; a journal keeps its
 // last Cap records and counts them all.
 func TestJournalCapacity(t *testing.T) {
-	if id.DefaultJournalCapacity != 65536 {
-		t.Fatalf("DefaultJournalCapacity %d, documented as 65536", id.DefaultJournalCapacity)
+	if journal.DefaultCapacity != 65536 {
+		t.Fatalf("journal.DefaultCapacity %d, documented as 65536", journal.DefaultCapacity)
 	}
-	if got := id.DefaultJournal().Cap(); got != id.DefaultJournalCapacity {
-		t.Fatalf("DefaultJournal().Cap() = %d, want %d", got, id.DefaultJournalCapacity)
+	if got := journal.Default().Cap(); got != journal.DefaultCapacity {
+		t.Fatalf("journal.Default().Cap() = %d, want %d", got, journal.DefaultCapacity)
 	}
-	if got := id.NewJournal(0).Cap(); got != 1 {
-		t.Fatalf("NewJournal(0).Cap() = %d, want 1", got)
+	if got := journal.New(0).Cap(); got != 1 {
+		t.Fatalf("journal.New(0).Cap() = %d, want 1", got)
 	}
-	j := id.NewJournal(3)
+	j := journal.New(3)
 	ch := newChan(t, fakefab.New("fake", true))
 	a := newID(t, ch, id.PSTCP, id.WithJournal(j))
 	for range 4 {

@@ -1,31 +1,21 @@
 package id
 
-import "syscall"
+import (
+	"syscall"
 
-// Private-data limits for IP-addressed ids, per operation, as rdma_connect(3)
-// and rdma_accept(3) give them (the wire message minus the 36-byte CM header
-// the kernel prepends to requests).
-const (
-	MaxPrivateDataREQ     = 56  // rdma_connect on RC ids
-	MaxPrivateDataREP     = 196 // rdma_accept on RC ids
-	MaxPrivateDataREJ     = 148 // rdma_reject on RC ids
-	MaxPrivateDataSIDRREQ = 180 // rdma_connect on UD ids
-	MaxPrivateDataSIDRREP = 136 // rdma_accept and rdma_reject on UD ids
+	"github.com/cmrt/cmrt/id/journal"
 )
 
-// MaxEventPrivateData is the size of the private data buffer of an event.
-const MaxEventPrivateData = 256
-
-// MaxPrivateData returns how many bytes of private data call c (CallConnect,
+// maxPrivateData returns how many bytes of private data call c (CallConnect,
 // CallAccept or CallReject) may carry on an id of QP type t.
-func MaxPrivateData(c Call, t QPType) int {
+func maxPrivateData(c journal.Call, t QPType) int {
 	switch c {
-	case CallConnect:
+	case journal.CallConnect:
 		if t == UD {
 			return MaxPrivateDataSIDRREQ
 		}
 		return MaxPrivateDataREQ
-	case CallAccept:
+	case journal.CallAccept:
 		if t == UD {
 			return MaxPrivateDataSIDRREP
 		}
@@ -38,8 +28,8 @@ func MaxPrivateData(c Call, t QPType) int {
 	}
 }
 
-func checkPrivateData(name string, c Call, t QPType, pd []byte) error {
-	if max := MaxPrivateData(c, t); len(pd) > max {
+func checkPrivateData(name string, c journal.Call, t QPType, pd []byte) error {
+	if max := maxPrivateData(c, t); len(pd) > max {
 		return errorf(name, syscall.EINVAL, "%d bytes of private data, limit %d", len(pd), max)
 	}
 	return nil

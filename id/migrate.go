@@ -1,20 +1,26 @@
 package id
 
-import "syscall"
+import (
+	"syscall"
+
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/id/journal"
+)
 
 // Migrate moves the id to another event channel, as rdma_migrate_id: events
 // still queued for it move too, and Migrate waits until the events already
-// reported through the old channel have been acknowledged (unless it is
-// called from a handler of one of them). A nil channel makes the id
+// reported through the old channel have been acknowledged, unless a handler
+// of one of the id's events is running (see Handler): then it returns
+// without waiting for them. A nil channel makes the id
 // synchronous with a new private channel; migrating a synchronous id to nil
 // is EINVAL, as is a channel of another fabric.
 func (i *ID) Migrate(ch Channel) error {
 	i.mu.Lock()
-	_, err := i.checkCall(CallMigrate)
+	_, err := i.checkCall(journal.CallMigrate)
 	if err == nil && ch == nil && i.sync {
 		err = errorf("migrate_id", syscall.EINVAL, "id %d is already synchronous", i.uid)
 	}
-	var dst EventSource
+	var dst fabric.EventSource
 	if err == nil {
 		if ch == nil {
 			dst, err = i.fabric.Open()
@@ -28,7 +34,7 @@ func (i *ID) Migrate(ch Channel) error {
 		}
 	}
 	if err != nil {
-		i.record(CallMigrate, err)
+		i.record(journal.CallMigrate, err)
 		i.mu.Unlock()
 		return wrap("migrate_id", err)
 	}
@@ -36,7 +42,7 @@ func (i *ID) Migrate(ch Channel) error {
 	old := i.takeEvent()
 	i.src, i.ch, i.sync = dst, ch, ch == nil
 	i.chNum = sourceNumber(dst)
-	i.record(CallMigrate, nil)
+	i.record(journal.CallMigrate, nil)
 	i.mu.Unlock()
 
 	ackTaken(old)

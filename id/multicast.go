@@ -5,6 +5,8 @@ import (
 	"net/netip"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // multicast is one join of an id to a group.
@@ -53,7 +55,7 @@ func (i *ID) JoinMulticastContext(ctx context.Context, group netip.Addr, flags J
 		return errorf("join_multicast", syscall.EINVAL, "multicast needs a UD id, this one is %s", i.qpType)
 	}
 	group = group.Unmap()
-	return i.runAsync(ctx, CallJoin, func() error {
+	return i.runAsync(ctx, journal.CallJoin, func() error {
 		if _, dup := i.mcs[group]; dup {
 			return errorf("join_multicast", syscall.EADDRINUSE, "already joined %s", group)
 		}
@@ -74,12 +76,14 @@ func (i *ID) JoinMulticastContext(ctx context.Context, group netip.Addr, flags J
 // LeaveMulticast leaves a group, as rdma_leave_multicast: traffic to the
 // group stops reaching the id, and the call waits until the join's events
 // have been acknowledged (on a synchronous id whose current event is the
-// join's, that event is acknowledged first: librdmacm would wait forever).
-// Leaving a group that was never joined fails with EADDRNOTAVAIL.
+// join's, that event is acknowledged first: librdmacm would wait forever),
+// unless a handler of one of the id's events is running (see Handler):
+// then it returns without waiting. Leaving a group that was never joined
+// fails with EADDRNOTAVAIL.
 func (i *ID) LeaveMulticast(group netip.Addr) error {
 	group = group.Unmap()
 	var mc *multicast
-	err := i.run(CallLeave, func() error {
+	err := i.run(journal.CallLeave, func() error {
 		mc = i.mcs[group]
 		if mc == nil {
 			return errorf("leave_multicast", syscall.EADDRNOTAVAIL, "%s not joined", group)
@@ -99,7 +103,7 @@ func (i *ID) LeaveMulticast(group netip.Addr) error {
 	i.mu.Unlock()
 	ackTaken(old)
 	goal := mc.reported.Load()
-	if i.calledFromHandler() {
+	if i.handlerRunning() {
 		return err
 	}
 	mc.waiters.Add(1)

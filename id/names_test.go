@@ -96,18 +96,3 @@ func TestStatusErrno(t *testing.T) {
 		}
 	}
 }
-
-func TestPrivateDataLimitTable(t *testing.T) {
-	for _, c := range []struct {
-		call id.Call
-		qp   id.QPType
-		want int
-	}{
-		{id.CallConnect, id.RC, 56}, {id.CallAccept, id.RC, 196}, {id.CallReject, id.RC, 148},
-		{id.CallConnect, id.UD, 180}, {id.CallAccept, id.UD, 136}, {id.CallReject, id.UD, 136},
-	} {
-		if got := id.MaxPrivateData(c.call, c.qp); got != c.want {
-			t.Errorf("MaxPrivateData(%s, %s) = %d, want %d", c.call, c.qp, got, c.want)
-		}
-	}
-}

@@ -2,6 +2,9 @@ package id
 
 import (
 	"context"
+
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // NextEvent retrieves the next event from src and maps it to its id, as
@@ -17,7 +20,7 @@ import (
 // allocates one per rdma_get_cm_event) and never reused, so a stale pointer
 // to it can never reach another event. It must be acknowledged (Ack, or
 // Handle).
-func NextEvent(ctx context.Context, src EventSource, block bool) (*Event, error) {
+func NextEvent(ctx context.Context, src fabric.EventSource, block bool) (*Event, error) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -37,10 +40,10 @@ func NextEvent(ctx context.Context, src EventSource, block bool) (*Event, error)
 // TakeEvent is NextEvent without waiting, for runtimes that hand each event
 // to a handler (package reactor): the event belongs to the library, which
 // reuses it once its handler has run, so taking and dispatching an event
-// allocates nothing. It must be passed to HandleOn (or Handle) exactly once;
-// Ack outside the handler fails with EINVAL, and the event must not be used
-// after HandleOn returns.
-func TakeEvent(src EventSource) (*Event, error) {
+// allocates nothing. It must be passed to Handle exactly once; Ack outside
+// the handler fails with EINVAL, and the event must not be used after
+// Handle returns.
+func TakeEvent(src fabric.EventSource) (*Event, error) {
 	for {
 		ev := eventPool.Get().(*Event)
 		ev.st.Store(0)
@@ -59,7 +62,7 @@ func TakeEvent(src EventSource) (*Event, error) {
 
 // dropChild rejects and destroys the new endpoint of a request nobody will
 // see.
-func dropChild(raw *RawEvent) {
+func dropChild(raw *fabric.RawEvent) {
 	if raw.Child != nil {
 		_ = raw.Child.Reject(nil)
 		_ = raw.Child.Destroy()
@@ -148,9 +151,9 @@ func deliver(ev *Event) bool {
 		ev.settle()
 		return false
 	}
-	id.state = AfterEvent(id.state, raw.Type, id.qpType)
-	rec := Record{ID: id.uid, Channel: id.chNum, Kind: KindEvent, QPType: id.qpType, Event: raw.Type, Status: raw.Status, State: id.state}
-	ev.Seq = id.journal.add(rec)
+	id.state = journal.AfterEvent(id.state, raw.Type, id.qpType)
+	rec := journal.Record{ID: id.uid, Channel: id.chNum, Kind: journal.KindEvent, QPType: id.qpType, Event: raw.Type, Status: raw.Status, State: id.state}
+	ev.Seq = id.journal.Add(rec)
 	id.mu.Unlock()
 	return true
 }
@@ -163,7 +166,7 @@ func deliver(ev *Event) bool {
 // listener's lock, so that it never follows the listener's destroy; adopt
 // returns its sequence number and whether the listener is synchronous (the
 // new id then needs a private channel: makeSync).
-func (l *ID) adopt(child *ID, raw *RawEvent) (seq uint64, sync bool) {
+func (l *ID) adopt(child *ID, raw *fabric.RawEvent) (seq uint64, sync bool) {
 	l.mu.Lock()
 	if l.state != StateListen {
 		l.mu.Unlock()
@@ -176,9 +179,9 @@ func (l *ID) adopt(child *ID, raw *RawEvent) (seq uint64, sync bool) {
 	child.userCtx, child.ch, child.src, child.chNum = l.userCtx, l.ch, l.src, l.chNum
 	// Remember what the peer asked for: Accept(nil) answers with it.
 	child.reqIRD, child.reqORD = raw.ResponderResources, raw.InitiatorDepth
-	rec := Record{ID: child.uid, Parent: l.uid, Channel: child.chNum, Kind: KindEvent, QPType: child.qpType,
+	rec := journal.Record{ID: child.uid, Parent: l.uid, Channel: child.chNum, Kind: journal.KindEvent, QPType: child.qpType,
 		Event: EventConnectRequest, Status: raw.Status, State: child.state}
-	seq = child.journal.add(rec)
+	seq = child.journal.Add(rec)
 	child.mu.Unlock()
 	sync = l.sync
 	l.mu.Unlock()
@@ -203,7 +206,7 @@ func (i *ID) makeSync() bool {
 	i.mu.Lock()
 	i.src, i.sync = src, true
 	i.chNum = sourceNumber(src)
-	i.record(CallMigrate, nil) // librdmacm's ucma_process_conn_req migrates it too
+	i.record(journal.CallMigrate, nil) // librdmacm's ucma_process_conn_req migrates it too
 	i.mu.Unlock()
 	return true
 }
@@ -213,7 +216,7 @@ func (i *ID) makeSync() bool {
 // let a program that keeps (or writes through) it see or corrupt another
 // id's private data; the copy costs one allocation, on set-up events only,
 // and lets every event's private data be kept after Ack.
-func ownPrivateData(raw *RawEvent) []byte {
+func ownPrivateData(raw *fabric.RawEvent) []byte {
 	if raw.PrivateDataLen == 0 {
 		return nil
 	}

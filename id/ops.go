@@ -5,11 +5,13 @@ import (
 	"net/netip"
 	"syscall"
 	"time"
+
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // run performs a call that produces no event: it checks the state, runs fn
 // with the id locked, moves the state when fn succeeds and journals the call.
-func (i *ID) run(c Call, fn func() error) error {
+func (i *ID) run(c journal.Call, fn func() error) error {
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	next, err := i.checkCall(c)
@@ -25,13 +27,13 @@ func (i *ID) run(c Call, fn func() error) error {
 // runAsync performs a call whose outcome is an event: like run, and then, on
 // a synchronous id, acknowledges the previous event and waits for the
 // outcome (ucma_complete).
-func (i *ID) runAsync(ctx context.Context, c Call, fn func() error) error {
+func (i *ID) runAsync(ctx context.Context, c journal.Call, fn func() error) error {
 	i.mu.Lock()
 	next, err := i.checkCall(c)
 	if err == nil {
 		if err = fn(); err == nil {
 			i.state = next
-		} else if c == CallResolveAddr && i.state == StateIdle {
+		} else if c == journal.CallResolveAddr && i.state == StateIdle {
 			i.boundByFailedResolve()
 		}
 	}
@@ -61,7 +63,7 @@ func (i *ID) boundByFailedResolve() {
 		return
 	}
 	i.state = StateAddrBound
-	i.record(CallBind, nil)
+	i.record(journal.CallBind, nil)
 }
 
 // Bind binds the id to a local address and port, as rdma_bind_addr. Port 0
@@ -71,7 +73,7 @@ func (i *ID) Bind(addr netip.AddrPort) error {
 	if !addr.IsValid() {
 		return errorf("bind_addr", syscall.EINVAL, "no address")
 	}
-	return i.run(CallBind, func() error { return i.ep.Bind(addr) })
+	return i.run(journal.CallBind, func() error { return i.ep.Bind(addr) })
 }
 
 // ResolveAddr resolves dst (and src, if valid) to a device and local
@@ -90,7 +92,7 @@ func (i *ID) ResolveAddrContext(ctx context.Context, src, dst netip.AddrPort, ti
 	if src.IsValid() && src.Addr().Unmap().Is4() != dst.Addr().Unmap().Is4() {
 		return errorf("resolve_addr", syscall.EINVAL, "source %s and destination %s differ in family", src, dst)
 	}
-	return i.runAsync(ctx, CallResolveAddr, func() error { return i.ep.ResolveAddr(src, dst, timeout) })
+	return i.runAsync(ctx, journal.CallResolveAddr, func() error { return i.ep.ResolveAddr(src, dst, timeout) })
 }
 
 // ResolveRoute resolves the route to the resolved destination, as
@@ -102,7 +104,7 @@ func (i *ID) ResolveRoute(timeout time.Duration) error {
 // ResolveRouteContext is ResolveRoute with a context bounding the wait of a
 // synchronous id.
 func (i *ID) ResolveRouteContext(ctx context.Context, timeout time.Duration) error {
-	return i.runAsync(ctx, CallResolveRoute, func() error { return i.ep.ResolveRoute(timeout) })
+	return i.runAsync(ctx, journal.CallResolveRoute, func() error { return i.ep.ResolveRoute(timeout) })
 }
 
 // MaxBacklog is the backlog a listener gets when asked for 0, a negative
@@ -116,7 +118,7 @@ func (i *ID) Listen(backlog int) error {
 	if backlog <= 0 || backlog > MaxBacklog {
 		backlog = MaxBacklog
 	}
-	return i.run(CallListen, func() error { return i.ep.Listen(backlog) })
+	return i.run(journal.CallListen, func() error { return i.ep.Listen(backlog) })
 }
 
 // defaultConnParam is what rdma_connect uses without a parameter.
@@ -158,10 +160,10 @@ func (i *ID) ConnectContext(ctx context.Context, p *ConnParam) error {
 	if p != nil {
 		param = *p
 	}
-	if err := checkPrivateData("connect", CallConnect, i.qpType, param.PrivateData); err != nil {
+	if err := checkPrivateData("connect", journal.CallConnect, i.qpType, param.PrivateData); err != nil {
 		return err
 	}
-	return i.runAsync(ctx, CallConnect, func() error { return i.ep.Connect(&param) })
+	return i.runAsync(ctx, journal.CallConnect, func() error { return i.ep.Connect(&param) })
 }
 
 // Accept accepts the connection request that created this id, as
@@ -179,7 +181,7 @@ func (i *ID) AcceptContext(ctx context.Context, p *ConnParam) error {
 	if p != nil {
 		param = *p
 	}
-	if err := checkPrivateData("accept", CallAccept, i.qpType, param.PrivateData); err != nil {
+	if err := checkPrivateData("accept", journal.CallAccept, i.qpType, param.PrivateData); err != nil {
 		return err
 	}
 	fn := func() error {
@@ -191,7 +193,7 @@ func (i *ID) AcceptContext(ctx context.Context, p *ConnParam) error {
 	if i.qpType == UD {
 		// A UD accept sends the reply and returns; it acknowledges the
 		// current event of a synchronous id.
-		err := i.run(CallAccept, fn)
+		err := i.run(journal.CallAccept, fn)
 		if err == nil {
 			i.mu.Lock()
 			old := i.takeEvent()
@@ -200,7 +202,7 @@ func (i *ID) AcceptContext(ctx context.Context, p *ConnParam) error {
 		}
 		return err
 	}
-	return i.runAsync(ctx, CallAccept, fn)
+	return i.runAsync(ctx, journal.CallAccept, fn)
 }
 
 // Reject rejects the connection request that created this id, as
@@ -214,16 +216,16 @@ func (i *ID) AcceptContext(ctx context.Context, p *ConnParam) error {
 // 2, the positive status taken as the errno as librdmacm does: ENOENT,
 // whose text is "no such file or directory".
 func (i *ID) Reject(privateData []byte) error {
-	if err := checkPrivateData("reject", CallReject, i.qpType, privateData); err != nil {
+	if err := checkPrivateData("reject", journal.CallReject, i.qpType, privateData); err != nil {
 		return err
 	}
-	return i.run(CallReject, func() error { return i.ep.Reject(privateData) })
+	return i.run(journal.CallReject, func() error { return i.ep.Reject(privateData) })
 }
 
 // Establish completes a connection after CONNECT_RESPONSE, as
 // rdma_establish, when the application drives its own QP.
 func (i *ID) Establish() error {
-	return i.run(CallEstablish, func() error { return i.ep.Establish() })
+	return i.run(journal.CallEstablish, func() error { return i.ep.Establish() })
 }
 
 // Disconnect disconnects the connection, as rdma_disconnect: both sides get
@@ -246,23 +248,15 @@ func (i *ID) DisconnectContext(ctx context.Context) error {
 	done := i.state == StateDisconnected
 	i.mu.Unlock()
 	if done {
-		return i.run(CallDisconnect, func() error { return i.ep.Disconnect() })
+		return i.run(journal.CallDisconnect, func() error { return i.ep.Disconnect() })
 	}
-	return i.runAsync(ctx, CallDisconnect, func() error { return i.ep.Disconnect() })
+	return i.runAsync(ctx, journal.CallDisconnect, func() error { return i.ep.Disconnect() })
 }
-
-// AsyncEvent is a verbs asynchronous event type (enum ibv_event_type), the
-// argument of Notify.
-type AsyncEvent uint32
-
-// AsyncCommEst is IBV_EVENT_COMM_EST: the QP received its first message
-// before the CM saw the connection established.
-const AsyncCommEst AsyncEvent = 4
 
 // Notify reports an asynchronous QP event to the CM, as rdma_notify; the
 // CM uses AsyncCommEst to complete a connection whose RTU was lost.
 func (i *ID) Notify(e AsyncEvent) error {
-	return i.run(CallNotify, func() error { return i.ep.Notify(e) })
+	return i.run(journal.CallNotify, func() error { return i.ep.Notify(e) })
 }
 
 // SetOption sets an option, as rdma_set_option. val holds the option's bytes
@@ -271,7 +265,7 @@ func (i *ID) SetOption(level OptionLevel, name OptionName, val []byte) error {
 	if err := checkOption(level, name, val); err != nil {
 		return err
 	}
-	return i.run(CallSetOption, func() error {
+	return i.run(journal.CallSetOption, func() error {
 		if err := checkOptionState(i.state, i.qpType, level, name, val); err != nil {
 			return err
 		}

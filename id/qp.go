@@ -3,280 +3,11 @@ package id
 import (
 	"context"
 	"errors"
-	"net/netip"
-	"strconv"
 	"sync"
 	"syscall"
+
+	"github.com/cmrt/cmrt/fabric"
 )
-
-// Access says what a memory region may be used for, as ibv_access_flags.
-type Access uint32
-
-// Access flags.
-const (
-	AccessLocalWrite  Access = 1 << 0
-	AccessRemoteWrite Access = 1 << 1
-	AccessRemoteRead  Access = 1 << 2
-)
-
-// MR is a registered memory region: a Go byte slice the data path may read
-// and write, with the keys peers and work requests name it by.
-type MR interface {
-	// Bytes returns the registered memory.
-	Bytes() []byte
-	// LKey names the region in local work requests.
-	LKey() uint32
-	// RKey names the region in a peer's RDMA Read or Write.
-	RKey() uint32
-	// Addr is the address of Bytes()[0] as peers see it (the tagged offset
-	// base on iWARP).
-	Addr() uint64
-	// Access returns the region's access flags.
-	Access() Access
-}
-
-// PD is a protection domain, as struct ibv_pd: memory regions registered
-// in it serve the QPs of the same domain, and outlive any one of them.
-type PD interface {
-	// RegMR registers buf, as ibv_reg_mr.
-	RegMR(buf []byte, access Access) (MR, error)
-	// DeregMR releases a region, as ibv_dereg_mr; work requests still
-	// using it fail. Once it returns no peer reads or writes the region.
-	DeregMR(mr MR) error
-}
-
-// PDEndpoint is implemented by endpoints of fabrics with a data path: the
-// protection domain of the id, once it is bound to a device (EINVAL
-// before).
-type PDEndpoint interface {
-	PD() (PD, error)
-}
-
-// WROpcode is the operation of a send work request.
-type WROpcode uint8
-
-// Send work request opcodes.
-const (
-	WRSend WROpcode = iota
-	WRWrite
-	WRRead
-	// WRSendWithInv is a Send that also invalidates the peer's region
-	// InvalidateRKey once the message is placed (iWARP Send with
-	// Invalidate, IBV_WR_SEND_WITH_INV).
-	WRSendWithInv
-	// WRSendWithImm is a Send carrying ImmData (IBV_WR_SEND_WITH_IMM),
-	// and WRWriteWithImm an RDMA Write that also consumes a receive at the
-	// peer to deliver ImmData (IBV_WR_RDMA_WRITE_WITH_IMM). Fabrics and
-	// devices without immediate data (iWARP) refuse them with EINVAL.
-	WRSendWithImm
-	WRWriteWithImm
-)
-
-var wrOpcodeNames = [...]string{WRSend: "IBV_WR_SEND", WRWrite: "IBV_WR_RDMA_WRITE", WRRead: "IBV_WR_RDMA_READ",
-	WRSendWithInv: "IBV_WR_SEND_WITH_INV"}
-
-// String returns the name of the ibv_wr_opcode the operation is.
-func (o WROpcode) String() string {
-	if int(o) < len(wrOpcodeNames) {
-		return wrOpcodeNames[o]
-	}
-	return "IBV_WR_OPCODE(" + strconv.Itoa(int(o)) + ")"
-}
-
-// SendFlags modify a send work request, as ibv_send_flags.
-type SendFlags uint32
-
-// Send flags.
-const (
-	// SendSignaled asks for a completion (always given when the QP has
-	// SigAll).
-	SendSignaled SendFlags = 1 << 1
-	// SendSolicited sets the solicited event bit (Send with SE).
-	SendSolicited SendFlags = 1 << 2
-	// SendInline copies the data at post time, so the buffer can be reused
-	// at once.
-	SendInline SendFlags = 1 << 3
-)
-
-// SendWR is a send-queue work request.
-type SendWR struct {
-	// WRID is returned in the completion.
-	WRID   uint64
-	Opcode WROpcode
-	Flags  SendFlags
-	// Buf is the local data (within MR, unless SendInline).
-	Buf []byte
-	MR  MR
-	// RemoteAddr and RKey name the peer's memory for WRWrite and WRRead.
-	RemoteAddr uint64
-	RKey       uint32
-	// InvalidateRKey is the peer's region a WRSendWithInv invalidates.
-	InvalidateRKey uint32
-	// ImmData is the immediate data of WRSendWithImm and WRWriteWithImm,
-	// a host value (it travels big-endian, as imm_data in verbs).
-	ImmData uint32
-	// AH, RemoteQPN and RemoteQKey address a UD send.
-	AH         *AHAttr
-	RemoteQPN  uint32
-	RemoteQKey uint32
-}
-
-// RecvWR is a receive-queue work request.
-type RecvWR struct {
-	WRID uint64
-	// Buf receives the data (within MR). UD receives start with a 40-byte
-	// GRH, as on RoCE.
-	Buf []byte
-	MR  MR
-}
-
-// WCStatus is the status of a work completion, as enum ibv_wc_status.
-type WCStatus uint8
-
-// Work completion statuses (the subset the fabrics report).
-const (
-	WCSuccess        WCStatus = 0
-	WCLocLenErr      WCStatus = 1
-	WCLocProtErr     WCStatus = 4
-	WCWRFlushErr     WCStatus = 5
-	WCRemInvReqErr   WCStatus = 9
-	WCRemAccessErr   WCStatus = 10
-	WCRemOpErr       WCStatus = 11
-	WCRetryExcErr    WCStatus = 12
-	WCRNRRetryExcErr WCStatus = 13
-	WCGeneralErr     WCStatus = 21
-)
-
-var wcStatusNames = map[WCStatus]string{
-	WCSuccess: "success", WCLocLenErr: "local length error", WCLocProtErr: "local protection error",
-	WCWRFlushErr: "Work Request Flushed Error", WCRemAccessErr: "remote access error",
-	WCRemInvReqErr: "remote invalid request error", WCRemOpErr: "remote operation error", WCRetryExcErr: "transport retry counter exceeded",
-	WCRNRRetryExcErr: "RNR retry counter exceeded", WCGeneralErr: "general error",
-}
-
-// String returns the name ibv_wc_status_str gives.
-func (s WCStatus) String() string {
-	if n, ok := wcStatusNames[s]; ok {
-		return n
-	}
-	return "unknown"
-}
-
-// WCOpcode is the operation a completion reports, as enum ibv_wc_opcode.
-type WCOpcode uint8
-
-// Work completion opcodes.
-const (
-	WCSend      WCOpcode = 0
-	WCRDMAWrite WCOpcode = 1
-	WCRDMARead  WCOpcode = 2
-	WCRecv      WCOpcode = 128
-	// WCRecvRDMAWithImm completes a receive consumed by the peer's
-	// WRWriteWithImm.
-	WCRecvRDMAWithImm WCOpcode = 129
-)
-
-// String returns the name of the ibv_wc_opcode the opcode is, as the
-// ibv_wc_opcode_str helpers of verbs programs print it ("IBV_WC_RECV").
-func (o WCOpcode) String() string {
-	switch o {
-	case WCSend:
-		return "IBV_WC_SEND"
-	case WCRDMAWrite:
-		return "IBV_WC_RDMA_WRITE"
-	case WCRDMARead:
-		return "IBV_WC_RDMA_READ"
-	case WCRecv:
-		return "IBV_WC_RECV"
-	}
-	return "IBV_WC_OPCODE(" + strconv.Itoa(int(o)) + ")"
-}
-
-// WC is a work completion, as struct ibv_wc.
-type WC struct {
-	WRID    uint64
-	Status  WCStatus
-	Opcode  WCOpcode
-	ByteLen uint32
-	QPNum   uint32
-	// SrcQP and Src identify the sender of a UD receive.
-	SrcQP uint32
-	Src   netip.AddrPort
-	// GRH says a UD receive starts with a 40-byte GRH.
-	GRH bool
-	// Solicited says the peer set the solicited event bit.
-	Solicited bool
-	// Invalidated says the peer's Send with Invalidate invalidated the
-	// local region InvalidatedRKey (IBV_WC_WITH_INV): it no longer serves
-	// remote or local access.
-	Invalidated     bool
-	InvalidatedRKey uint32
-	// WithImm says the peer sent immediate data, ImmData (a host value).
-	WithImm bool
-	ImmData uint32
-}
-
-// CQ is a completion queue with its completion channel: Fd is readable while
-// completions are queued, so a reactor can multiplex it.
-type CQ interface {
-	// Fd is readable while the queue holds completions. Once the queue is
-	// destroyed (with its QP) Fd returns -1, and the descriptor it returned
-	// before is made readable before it is closed, so that a poller holding
-	// a duplicate of it (a reactor does) wakes, sees Fd() < 0 and lets it go.
-	Fd() int
-	// Poll moves up to len(wcs) completions into wcs, oldest first.
-	Poll(wcs []WC) int
-	// Wait blocks until a completion is queued or ctx ends.
-	Wait(ctx context.Context) error
-}
-
-// QPCap sizes a queue pair, as struct ibv_qp_cap. Zero fields take the
-// fabric's defaults; on the soft fabric MaxSendWR and MaxRecvWR default to
-// 256 and may be at most 32768 (EINVAL above), and MaxInlineData is at
-// least 256 and at most 65536.
-type QPCap struct {
-	MaxSendWR, MaxRecvWR   int
-	MaxSendSGE, MaxRecvSGE int
-	MaxInlineData          int
-}
-
-// QPInitAttr describes a queue pair, as struct ibv_qp_init_attr.
-type QPInitAttr struct {
-	Cap QPCap
-	// SigAll makes every send work request signaled.
-	SigAll bool
-}
-
-// QP is a queue pair bound to an id: the data path after connection set-up.
-// PostSend and PostRecv must copy what they need from the work request
-// before returning: the caller reuses it (ID's Post methods recycle theirs,
-// so posting allocates nothing).
-type QP interface {
-	// Num is the QP number.
-	Num() uint32
-	// RegMR registers buf in the QP's protection domain (the id's, where
-	// the fabric has one: the region outlives the QP).
-	RegMR(buf []byte, access Access) (MR, error)
-	// DeregMR releases a region; work requests still using it fail.
-	DeregMR(mr MR) error
-	// PostSend queues a send work request. Before the QP can send (RTS:
-	// on the passive side once Accept returns, on the active side once
-	// the connection is established) it is EINVAL, as with verbs.
-	PostSend(wr *SendWR) error
-	// PostRecv queues a receive work request.
-	PostRecv(wr *RecvWR) error
-	// SendCQ and RecvCQ are the QP's completion queues.
-	SendCQ() CQ
-	RecvCQ() CQ
-	// Destroy flushes outstanding work requests and releases the QP.
-	Destroy() error
-}
-
-// QPCreator is implemented by endpoints of fabrics with a data path.
-type QPCreator interface {
-	// CreateQP creates the endpoint's queue pair.
-	CreateQP(attr *QPInitAttr) (QP, error)
-}
 
 // CreateQP creates the id's queue pair, as rdma_create_qp with its own
 // completion queues, in the id's protection domain. The id must be bound
@@ -299,7 +30,7 @@ func (i *ID) CreateQP(attr *QPInitAttr) error {
 	if i.qp != nil {
 		return errorf("create_qp", syscall.EINVAL, "id %d has a QP", i.uid)
 	}
-	c, ok := i.ep.(QPCreator)
+	c, ok := i.ep.(fabric.QPCreator)
 	if !ok {
 		return errorf("create_qp", syscall.ENOSYS, "the %s fabric has no data path", i.fabric.Name())
 	}
@@ -360,7 +91,7 @@ func (i *ID) pd(op string) (PD, error) {
 	if st == StateDestroyed {
 		return nil, errorf(op, syscall.EINVAL, "id %d is destroyed", i.uid)
 	}
-	pe, ok := ep.(PDEndpoint)
+	pe, ok := ep.(fabric.PDEndpoint)
 	if !ok {
 		return nil, errorf(op, syscall.ENOSYS, "the %s fabric has no protection domains", i.fabric.Name())
 	}
@@ -424,8 +155,8 @@ func (i *ID) DeregMR(mr MR) error {
 
 // Work requests handed to a QP are recycled: QP implementations copy them.
 var (
-	sendWRs = sync.Pool{New: func() any { return new(SendWR) }}
-	recvWRs = sync.Pool{New: func() any { return new(RecvWR) }}
+	sendWRs = sync.Pool{New: func() any { return new(fabric.SendWR) }}
+	recvWRs = sync.Pool{New: func() any { return new(fabric.RecvWR) }}
 )
 
 // PostRecv posts a receive of buf (within mr), as rdma_post_recv.
@@ -434,31 +165,31 @@ func (i *ID) PostRecv(wrID uint64, buf []byte, mr MR) error {
 	if err != nil {
 		return err
 	}
-	wr := recvWRs.Get().(*RecvWR)
-	*wr = RecvWR{WRID: wrID, Buf: buf, MR: mr}
+	wr := recvWRs.Get().(*fabric.RecvWR)
+	*wr = fabric.RecvWR{WRID: wrID, Buf: buf, MR: mr}
 	err = qp.PostRecv(wr)
-	*wr = RecvWR{}
+	*wr = fabric.RecvWR{}
 	recvWRs.Put(wr)
 	return wrap("post_recv", err)
 }
 
 // PostSend posts a Send of buf, as rdma_post_send.
 func (i *ID) PostSend(wrID uint64, buf []byte, mr MR, flags SendFlags) error {
-	return i.post("post_send", SendWR{WRID: wrID, Opcode: WRSend, Flags: flags, Buf: buf, MR: mr})
+	return i.post("post_send", fabric.SendWR{WRID: wrID, Opcode: fabric.WRSend, Flags: flags, Buf: buf, MR: mr})
 }
 
 // PostSendWithInv posts a Send of buf that also invalidates the peer's
 // region rkey once the message is placed there (iWARP Send with
 // Invalidate). The peer's receive completion reports the invalidation.
 func (i *ID) PostSendWithInv(wrID uint64, buf []byte, mr MR, flags SendFlags, rkey uint32) error {
-	return i.post("post_send", SendWR{WRID: wrID, Opcode: WRSendWithInv, Flags: flags, Buf: buf, MR: mr,
+	return i.post("post_send", fabric.SendWR{WRID: wrID, Opcode: fabric.WRSendWithInv, Flags: flags, Buf: buf, MR: mr,
 		InvalidateRKey: rkey})
 }
 
 // PostUDSend posts a datagram to the peer ah/qpn with the UD Q_Key, as
 // rdma_post_ud_send.
 func (i *ID) PostUDSend(wrID uint64, buf []byte, mr MR, flags SendFlags, ah *AHAttr, remoteQPN uint32) error {
-	return i.post("post_ud_send", SendWR{WRID: wrID, Opcode: WRSend, Flags: flags, Buf: buf, MR: mr,
+	return i.post("post_ud_send", fabric.SendWR{WRID: wrID, Opcode: fabric.WRSend, Flags: flags, Buf: buf, MR: mr,
 		AH: ah, RemoteQPN: remoteQPN, RemoteQKey: UDPQKey})
 }
 
@@ -469,26 +200,26 @@ func (i *ID) PostUDSend(wrID uint64, buf []byte, mr MR, flags SendFlags, ah *AHA
 // the data is there, follow the Write with a Send (they are placed in
 // order), or Read back from the peer.
 func (i *ID) PostWrite(wrID uint64, buf []byte, mr MR, flags SendFlags, remoteAddr uint64, rkey uint32) error {
-	return i.post("post_write", SendWR{WRID: wrID, Opcode: WRWrite, Flags: flags, Buf: buf, MR: mr,
+	return i.post("post_write", fabric.SendWR{WRID: wrID, Opcode: fabric.WRWrite, Flags: flags, Buf: buf, MR: mr,
 		RemoteAddr: remoteAddr, RKey: rkey})
 }
 
 // PostRead posts an RDMA Read from the peer's remoteAddr/rkey into buf, as
 // rdma_post_read.
 func (i *ID) PostRead(wrID uint64, buf []byte, mr MR, flags SendFlags, remoteAddr uint64, rkey uint32) error {
-	return i.post("post_read", SendWR{WRID: wrID, Opcode: WRRead, Flags: flags, Buf: buf, MR: mr,
+	return i.post("post_read", fabric.SendWR{WRID: wrID, Opcode: fabric.WRRead, Flags: flags, Buf: buf, MR: mr,
 		RemoteAddr: remoteAddr, RKey: rkey})
 }
 
-func (i *ID) post(op string, w SendWR) error {
+func (i *ID) post(op string, w fabric.SendWR) error {
 	qp, err := i.needQP(op)
 	if err != nil {
 		return err
 	}
-	wr := sendWRs.Get().(*SendWR)
+	wr := sendWRs.Get().(*fabric.SendWR)
 	*wr = w
 	err = qp.PostSend(wr)
-	*wr = SendWR{}
+	*wr = fabric.SendWR{}
 	sendWRs.Put(wr)
 	return wrap(op, err)
 }
@@ -542,7 +273,7 @@ func AHFromWC(wc *WC, grh []byte) (AHAttr, error) {
 		return AHAttr{}, errorf("init_ah_from_wc", syscall.EINVAL, "not a successful UD receive with a source")
 	}
 	ah := AHAttr{DGID: wc.Src.Addr().Unmap().As16(), DLID: wc.Src.Port(), IsGlobal: 1, HopLimit: 0xFF, PortNum: 1}
-	if wc.GRH && len(grh) >= GRHLen {
+	if wc.GRH && len(grh) >= fabric.GRHLen {
 		if wc.Src.Addr().Unmap().Is4() {
 			// RoCEv2 over IPv4: 20 bytes of zeros, then the IPv4 header.
 			ah.TrafficClass = grh[21]
@@ -553,7 +284,3 @@ func AHFromWC(wc *WC, grh []byte) (AHAttr, error) {
 	}
 	return ah, nil
 }
-
-// GRHLen is the size of the Global Route Header a UD receive buffer starts
-// with.
-const GRHLen = 40

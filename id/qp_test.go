@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -42,7 +43,7 @@ func TestOpcodeNames(t *testing.T) {
 // from the GRH the receive buffer starts with; the address and QP port
 // from the completion.
 func TestAHFromWCGRH(t *testing.T) {
-	grh4 := make([]byte, id.GRHLen)
+	grh4 := make([]byte, fabric.GRHLen)
 	grh4[20], grh4[21] = 0x45, 0x28 // IPv4 header: TOS 0x28
 	wc := id.WC{Opcode: id.WCRecv, GRH: true, Src: netip.MustParseAddrPort("10.0.0.2:4791"), SrcQP: 4791}
 	ah, err := id.AHFromWC(&wc, grh4)
@@ -53,7 +54,7 @@ func TestAHFromWCGRH(t *testing.T) {
 		ah.IsGlobal != 1 || ah.HopLimit != 0xFF || ah.PortNum != 1 {
 		t.Fatalf("IPv4: %+v", ah)
 	}
-	grh6 := make([]byte, id.GRHLen)
+	grh6 := make([]byte, fabric.GRHLen)
 	copy(grh6, []byte{0x6b, 0xa1, 0x23, 0x45}) // version 6, class 0xba, flow 0x12345
 	wc.Src = netip.MustParseAddrPort("[fd00::2]:5000")
 	if ah, err = id.AHFromWC(&wc, grh6); err != nil {

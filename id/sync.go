@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // complete waits for the outcome of call c on a synchronous id, as
@@ -16,7 +18,7 @@ import (
 // Destroy remains, so a late event cannot be mistaken for the answer to
 // another call. If the id is destroyed meanwhile (from another goroutine)
 // the call fails with ErrClosed and EBADF.
-func (i *ID) complete(ctx context.Context, c Call) error {
+func (i *ID) complete(ctx context.Context, c journal.Call) error {
 	ev, err := NextEvent(ctx, i.src, true)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -62,8 +64,8 @@ func (i *ID) cancel() {
 		return
 	}
 	i.state = StateCanceled
-	r := Record{ID: i.uid, Parent: i.parent, Channel: i.chNum, Kind: KindCancel, QPType: i.qpType, State: i.state}
-	i.journal.add(r)
+	r := journal.Record{ID: i.uid, Parent: i.parent, Channel: i.chNum, Kind: journal.KindCancel, QPType: i.qpType, State: i.state}
+	i.journal.Add(r)
 }
 
 // GetRequest waits for a connection request on a synchronous listener and
@@ -77,11 +79,11 @@ func (i *ID) GetRequest() (*ID, error) { return i.GetRequestContext(context.Back
 // GetRequestContext is GetRequest with a context bounding the wait.
 func (i *ID) GetRequestContext(ctx context.Context) (*ID, error) {
 	i.mu.Lock()
-	_, err := i.checkCall(CallGetRequest)
+	_, err := i.checkCall(journal.CallGetRequest)
 	if err == nil && !i.sync {
 		err = errorf("get_request", syscall.EINVAL, "id %d is asynchronous", i.uid)
 	}
-	i.record(CallGetRequest, err)
+	i.record(journal.CallGetRequest, err)
 	var old *Event
 	if err == nil {
 		old = i.takeEvent()

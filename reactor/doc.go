@@ -10,9 +10,20 @@
 // mailbox per id and a worker drains the mailbox, so the events of one id
 // are always handled one at a time and in the order they happened, while
 // different ids run in parallel. The reactor acknowledges each event after
-// its handler returns (also when it panics), so Destroy of an id waits
-// exactly for its handlers. Completion queues (RegisterCQ) work the same
-// way: each queue's completions are handled one at a time, in order.
+// its handler returns (also when it panics). Completion queues
+// (RegisterCQ) work the same way: each queue's completions are handled one
+// at a time, in order.
+//
+// While a handler of one of an id's events runs, Destroy, Migrate and
+// LeaveMulticast of that id return without waiting for the events being
+// handled nor for those queued behind them in the id's mailbox, whoever
+// calls them: a handler may destroy its own id, inline or on a worker, and
+// the events still queued for the destroyed id are acknowledged without
+// their handlers. The id is finalized when the last is acknowledged; a
+// goroutine that must know that no handler of the id still runs (before
+// it frees what they use) waits on id.ID.Done, which a handler must not
+// do. With no handler of the id running, Destroy waits for the id's events
+// the reactor has taken, as librdmacm's rdma_destroy_id does.
 //
 // The *id.Event a handler gets (like the *id.WC a completion handler gets)
 // is the reactor's and is reused for a later event once the handler

@@ -3,6 +3,7 @@ package reactor
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	"github.com/cmrt/cmrt/id"
 )
@@ -70,3 +71,16 @@ func (e *CompletionError) Error() string {
 
 // Unwrap returns the handler's error.
 func (e *CompletionError) Unwrap() error { return e.Err }
+
+// isNil reports whether h is nil or holds a nil func or pointer, which
+// would panic when called.
+func isNil(h any) bool {
+	if h == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(h); v.Kind() {
+	case reflect.Func, reflect.Pointer, reflect.Map, reflect.Chan, reflect.Slice, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}

@@ -17,7 +17,8 @@ type Options struct {
 	// readiness report, for fairness between channels. Default 64.
 	Batch int
 	// Logger receives anomalies (panics, overload, epoll errors), never a
-	// line per event. Default zerolog.Nop().
+	// line per event; entries carry component=reactor. Default
+	// zerolog.Nop().
 	Logger zerolog.Logger
 	// OnError, if set, is called (from the goroutine that saw it) with
 	// what went wrong in a handler: an error a handler returned

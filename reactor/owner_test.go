@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
@@ -40,7 +41,7 @@ func newReactor(t testing.TB, opts ...reactor.Option) *reactor.Reactor {
 	return r
 }
 
-func newChannel(t testing.TB, f id.Fabric) *channel.Channel {
+func newChannel(t testing.TB, f fabric.Fabric) *channel.Channel {
 	t.Helper()
 	ch, err := channel.New(channel.WithFabric(f))
 	if err != nil {
@@ -51,7 +52,7 @@ func newChannel(t testing.TB, f id.Fabric) *channel.Channel {
 
 // channelWithFd opens channels on f until one gets descriptor number fd
 // (the lowest free one, normally the first), closing the others.
-func channelWithFd(t testing.TB, f id.Fabric, fd int) *channel.Channel {
+func channelWithFd(t testing.TB, f fabric.Fabric, fd int) *channel.Channel {
 	t.Helper()
 	var spare []*channel.Channel
 	defer func() {
@@ -186,8 +187,8 @@ func (c *closedCQ) destroy() {
 // the reactor learns it from its source, whose descriptor turns readable.
 type otherChannel struct{ c *channel.Channel }
 
-func (o otherChannel) Source() id.EventSource { return o.c.Source() }
-func (o otherChannel) Fd() int                { return o.c.Fd() }
+func (o otherChannel) Source() fabric.EventSource { return o.c.Source() }
+func (o otherChannel) Fd() int                    { return o.c.Fd() }
 
 // TestClosedOwnersLoseTheirRegistration (issue 16 bug 2, issue 18 item 4):
 // closing a registered channel, or destroying a registered queue, drops

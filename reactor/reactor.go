@@ -13,8 +13,8 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
-	"github.com/cmrt/cmrt/internal/goid"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -37,7 +37,7 @@ type Channel interface {
 type registration struct {
 	key     uint64
 	ch      Channel
-	src     id.EventSource
+	src     fabric.EventSource
 	fd      int // the owner's descriptor, for logs
 	pfd     int // the reactor's duplicate of fd: what epoll watches
 	h       id.Handler
@@ -79,7 +79,6 @@ type Reactor struct {
 	waker  *poll.Waker
 	pool   *ants.Pool
 	done   chan struct{}
-	loopG  uint64 // the loop goroutine's id (package internal/goid)
 
 	state    atomic.Int32 // 0 open, 1 closing, 2 closed
 	closeMu  sync.Mutex
@@ -163,7 +162,7 @@ func New(opts ...Option) (*Reactor, error) {
 		return nil, err
 	}
 	r := &Reactor{
-		opts: o, log: o.Logger, poller: p, waker: w, done: make(chan struct{}),
+		opts: o, log: o.Logger.With().Str("component", "reactor").Logger(), poller: p, waker: w, done: make(chan struct{}),
 		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration), regs: make(map[uint64]*registration),
 		live:   make(map[*registration]struct{}),
 		mboxes: make(map[any]*mailbox),
@@ -210,7 +209,7 @@ func (r *Reactor) post(fn func()) {
 	r.tasks = append(r.tasks, fn)
 	// Under taskMu: the loop closes the waker only after setting exited.
 	if err := r.waker.Wake(); err != nil {
-		r.log.Error().Err(err).Msg("reactor: wake")
+		r.log.Error().Err(err).Msg("wake")
 	}
 }
 
@@ -231,7 +230,10 @@ func (r *Reactor) call(fn func()) {
 }
 
 // Register adds a channel: its events go to h. A channel can be registered
-// once. It may be called from a handler.
+// once. It may be called from a handler. A nil channel or handler (also a
+// nil func or pointer in a non-nil interface) is EINVAL, and so is a
+// handler whose Err method reports a refused registration (a handlers.Mux
+// that was given a nil handler): its error is returned.
 //
 // The reactor polls a duplicate of the channel's descriptor, which it
 // closes itself. When a channel.Channel is closed its registration is
@@ -242,8 +244,13 @@ func (r *Reactor) call(fn func()) {
 // a source that does not (the kernel fabric's rdma_cm file) stays
 // registered, its file held open by the duplicate, until Unregister.
 func (r *Reactor) Register(ch Channel, h id.Handler) error {
-	if h == nil || ch == nil {
+	if isNil(h) || ch == nil {
 		return fmt.Errorf("reactor: nil channel or handler: %w", syscall.EINVAL)
+	}
+	if e, ok := h.(interface{ Err() error }); ok {
+		if err := e.Err(); err != nil {
+			return fmt.Errorf("reactor: handler: %w", err)
+		}
 	}
 	src := ch.Source()
 	if src == nil {
@@ -341,7 +348,7 @@ func (r *Reactor) Unregister(ch Channel) error {
 // is destroyed (DestroyQP, or Destroy of its id) the registration is
 // dropped by itself, shortly after: UnregisterCQ is then optional.
 func (r *Reactor) RegisterCQ(cq id.CQ, h CompletionHandler) error {
-	if h == nil || cq == nil {
+	if isNil(h) || cq == nil {
 		return fmt.Errorf("reactor: nil completion queue or handler: %w", syscall.EINVAL)
 	}
 	fd := cq.Fd()
@@ -433,7 +440,7 @@ func (r *Reactor) forget(reg *registration) {
 		return
 	}
 	if err := r.poller.Delete(reg.pfd); err != nil && !errors.Is(err, syscall.ENOENT) {
-		r.log.Warn().Err(err).Int("fd", reg.fd).Msg("reactor: epoll delete")
+		r.log.Warn().Err(err).Int("fd", reg.fd).Msg("epoll delete")
 	}
 	r.regMu.Lock()
 	r.closePfdLocked(reg)
@@ -453,7 +460,6 @@ func (r *Reactor) closePfdLocked(reg *registration) {
 // for it (a handler that blocked past Close's deadline).
 func (r *Reactor) loop() {
 	defer r.exit()
-	r.loopG = goid.ID()
 	events := make([]poll.Event, 128)
 	// After a busy batch, look again without blocking, and yield once before
 	// sleeping in epoll_wait: the goroutine that will post the next piece of
@@ -468,7 +474,7 @@ func (r *Reactor) loop() {
 		}
 		timeout = 0
 		if err != nil {
-			r.log.Error().Err(err).Msg("reactor: epoll wait")
+			r.log.Error().Err(err).Msg("epoll wait")
 			continue
 		}
 		for k := 0; k < n; k++ {
@@ -538,7 +544,7 @@ func (r *Reactor) drain(reg *registration) {
 			if !errors.Is(err, syscall.EAGAIN) {
 				// A closed channel: stop polling it instead of spinning.
 				if !errors.Is(err, id.ErrClosed) {
-					r.log.Warn().Err(err).Int("fd", reg.fd).Msg("reactor: channel unreadable, unregistering")
+					r.log.Warn().Err(err).Int("fd", reg.fd).Msg("channel unreadable, unregistering")
 				}
 				r.dropClosed(reg)
 			}
@@ -611,7 +617,7 @@ func (r *Reactor) pause() {
 		_ = r.poller.Modify(reg.pfd, 0, reg.key)
 	}
 	r.stats.overloads.Add(1)
-	r.log.Warn().Int64("pending", r.pending.Load()).Msg("reactor: overload, reading paused")
+	r.log.Warn().Int64("pending", r.pending.Load()).Msg("overload, reading paused")
 	if r.opts.OnOverload != nil {
 		r.opts.OnOverload()
 	} else {
@@ -638,7 +644,7 @@ func (r *Reactor) resume() {
 func (r *Reactor) dispatch(ev *id.Event, h id.Handler) {
 	if r.pool == nil {
 		r.inline.Add(1)
-		r.handle(ev, h, r.loopG)
+		r.handle(ev, h)
 		r.inline.Add(-1)
 		return
 	}
@@ -671,7 +677,6 @@ func (r *Reactor) enqueue(key any, it item) {
 // the reactor stops.
 func (r *Reactor) worker() {
 	defer r.workers.Done()
-	g := goid.ID()
 	wc := new(id.WC) // handed to completion handlers: one per worker, not per item
 	r.mbMu.Lock()
 	for {
@@ -700,7 +705,7 @@ func (r *Reactor) worker() {
 				*wc = it.wc
 				r.handleWC(it.reg, wc)
 			} else {
-				r.handle(it.ev, it.h, g)
+				r.handle(it.ev, it.h)
 			}
 			r.mbMu.Lock()
 		}
@@ -716,7 +721,7 @@ func (r *Reactor) stopWorkers() {
 }
 
 // handle runs one handler; Event.Handle acknowledges the event.
-func (r *Reactor) handle(ev *id.Event, h id.Handler, g uint64) {
+func (r *Reactor) handle(ev *id.Event, h id.Handler) {
 	handle, typ := ev.ID.Handle(), ev.Type
 	defer func() {
 		if v := recover(); v != nil {
@@ -724,7 +729,7 @@ func (r *Reactor) handle(ev *id.Event, h id.Handler, g uint64) {
 		}
 		r.handled()
 	}()
-	if err := ev.HandleOn(h, g); err != nil {
+	if err := ev.Handle(h); err != nil {
 		r.stats.errors.Add(1)
 		r.report(&HandlerError{ID: handle, Type: typ, Err: err})
 	}
@@ -751,7 +756,7 @@ func (r *Reactor) handled() {
 
 func (r *Reactor) panicked(pe *PanicError, v any) {
 	r.stats.panics.Add(1)
-	r.log.Error().Interface("panic", v).Msg("reactor: handler panicked")
+	r.log.Error().Interface("panic", v).Msg("handler panicked")
 	if pe != nil {
 		r.report(pe)
 	}
@@ -867,7 +872,7 @@ func (r *Reactor) settle(ctx context.Context) error {
 
 // abandon acknowledges the events no handler has started, without their
 // handlers, when Close gives up waiting; connection requests among them
-// are rejected and their new ids destroyed (Event.HandleOn does that for a
+// are rejected and their new ids destroyed (Event.Handle does that for a
 // request whose handler fails without answering it).
 func (r *Reactor) abandon() {
 	r.mbMu.Lock()
@@ -891,7 +896,7 @@ func (r *Reactor) abandon() {
 	r.runq = nil
 	r.mbMu.Unlock()
 	for _, ev := range evs {
-		_ = ev.HandleOn(abandoned{}, 0)
+		_ = ev.Handle(abandoned{})
 	}
 	for ; n > 0; n-- {
 		r.handled()

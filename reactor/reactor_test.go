@@ -1,11 +1,15 @@
 package reactor_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"math/rand"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +20,7 @@ import (
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/fakefab"
 	"github.com/cmrt/cmrt/reactor"
+	"github.com/rs/zerolog"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -163,32 +168,112 @@ func TestPoolKeepsPerIDOrder(t *testing.T) {
 	}
 }
 
-func TestDestroyWaitsForRunningHandler(t *testing.T) {
+// Destroy from another goroutine while a handler of the id runs (inline or
+// on a worker) returns without waiting for it, nor for the event queued
+// behind it; Done is closed once the handler returned, and the queued
+// event's handler never runs.
+func TestDestroyWhileHandlerRunsReturnsAndDoneWaits(t *testing.T) {
 	for _, workers := range []int{0, 2} {
 		fx := newFixture(t, 1, reactor.WithWorkers(workers))
 		release := make(chan struct{})
 		entered := make(chan struct{})
+		var calls atomic.Int32
 		_ = fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
-			close(entered)
-			<-release
+			if calls.Add(1) == 1 {
+				close(entered)
+				<-release
+			}
 			return nil
 		}))
 		cm := fx.ids[0]
 		ep(cm).Inject(id.EventUser, 0, nil)
+		ep(cm).Inject(id.EventUser, 1, nil)
 		<-entered
-		done := make(chan struct{})
-		go func() { _ = cm.Destroy(); close(done) }()
+		returned := make(chan struct{})
+		go func() { _ = cm.Destroy(); close(returned) }()
 		select {
-		case <-done:
-			t.Fatalf("workers=%d: Destroy returned while the handler ran", workers)
+		case <-returned:
+		case <-time.After(2 * time.Second):
+			close(release)
+			t.Fatalf("workers=%d: Destroy waited for the running handler", workers)
+		}
+		select {
+		case <-cm.Done():
+			close(release)
+			t.Fatalf("workers=%d: Done closed while the handler runs", workers)
 		case <-time.After(50 * time.Millisecond):
 		}
 		close(release)
 		select {
-		case <-done:
+		case <-cm.Done():
 		case <-time.After(2 * time.Second):
-			t.Fatalf("workers=%d: Destroy still blocked after the handler returned", workers)
+			t.Fatalf("workers=%d: Done not closed after the handler returned", workers)
 		}
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("workers=%d: %d handler calls, want 1 (the second event is the destroyed id's)", workers, n)
+		}
+	}
+}
+
+// A handler that destroys its own id returns (inline and on workers) while
+// the id's next event is queued behind it; that event is acknowledged
+// without its handler, Done closes, and no goroutine or descriptor is left.
+func TestDestroyFromOwnHandlerDoesNotWait(t *testing.T) {
+	for _, workers := range []int{0, 2} {
+		fds := fdCount(t)
+		f := fakefab.New("fake", false)
+		ch, err := channel.New(channel.WithFabric(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := reactor.New(reactor.WithWorkers(workers))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := id.Create(ch, nil, id.PSTCP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Both events wait in the channel before it is registered: the loop
+		// takes them in one batch, so the second is queued behind the first
+		// (in the id's mailbox, or in the inline batch) when its handler
+		// destroys the id.
+		ep(cm).Inject(id.EventUser, 0, nil)
+		ep(cm).Inject(id.EventUser, 1, nil)
+		destroyed := make(chan error, 1)
+		var calls atomic.Int32
+		_ = r.Register(ch, handlers.Func(func(ev *id.Event) error {
+			if calls.Add(1) == 1 {
+				destroyed <- ev.ID.Destroy()
+			}
+			return nil
+		}))
+		select {
+		case err := <-destroyed:
+			if err != nil {
+				t.Fatalf("workers=%d: Destroy: %v", workers, err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("workers=%d: Destroy from the id's own handler did not return", workers)
+		}
+		select {
+		case <-cm.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatalf("workers=%d: Done not closed", workers)
+		}
+		if n := calls.Load(); n != 1 {
+			t.Fatalf("workers=%d: %d handler calls, want 1", workers, n)
+		}
+		if err := r.Close(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if err := ch.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if n := fdCount(t); n != fds {
+			t.Errorf("workers=%d: %d descriptors open, %d before", workers, n, fds)
+		}
+		goleak.VerifyNone(t)
 	}
 }
 
@@ -377,5 +462,75 @@ func TestUnregisterUnknown(t *testing.T) {
 	fx := newFixture(t, 0)
 	if err := fx.r.Unregister(fx.ch); !errors.Is(err, reactor.ErrNotRegistered) {
 		t.Fatalf("Unregister = %v", err)
+	}
+}
+
+// The reactor's log entries carry component=reactor, and the message says
+// what happened without a prefix: a handler's panic is logged as "handler
+// panicked".
+func TestLogEntriesCarryComponent(t *testing.T) {
+	var buf syncBuffer
+	fx := newFixture(t, 1, reactor.WithLogger(zerolog.New(&buf)))
+	done := make(chan struct{})
+	_ = fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
+		defer close(done)
+		panic("kaboom")
+	}))
+	ep(fx.ids[0]).Inject(id.EventUser, 0, nil)
+	<-done
+	waitFor(t, "the panic's log entry", func() bool { return strings.Contains(buf.String(), "kaboom") })
+	var e map[string]any
+	if err := json.Unmarshal([]byte(strings.SplitN(buf.String(), "\n", 2)[0]), &e); err != nil {
+		t.Fatalf("log %q: %v", buf.String(), err)
+	}
+	if e["component"] != "reactor" || e["message"] != "handler panicked" {
+		t.Errorf("log entry %v, want component reactor, message \"handler panicked\"", e)
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// Register refuses, with EINVAL and without registering, a nil handler, a
+// nil func or pointer in a non-nil interface, and a handlers.Mux that
+// refused one of its registrations (the same rule: a registration mistake
+// is EINVAL, never a panic).
+func TestRegisterRefusesNilHandlers(t *testing.T) {
+	fx := newFixture(t, 0)
+	bad := handlers.New().OnEstablished(nil)
+	for name, h := range map[string]id.Handler{
+		"nil":           nil,
+		"nil Func":      handlers.Func(nil),
+		"nil *Mux":      (*handlers.Mux)(nil),
+		"Mux with Err":  bad,
+		"nil in a Func": handlers.Func((func(*id.Event) error)(nil)),
+	} {
+		if err := fx.r.Register(fx.ch, h); !errors.Is(err, syscall.EINVAL) {
+			t.Errorf("%s: Register = %v, want EINVAL", name, err)
+		}
+		if n := fx.r.Stats().Channels; n != 0 {
+			t.Fatalf("%s: %d channels registered after a refusal", name, n)
+		}
+	}
+	if err := fx.r.Register(fx.ch, handlers.New().OnEstablished(func(*id.Event) error { return nil })); err != nil {
+		t.Fatalf("a good Mux: %v", err)
+	}
+	if err := fx.r.RegisterCQ(nil, reactor.CompletionFunc(nil)); !errors.Is(err, syscall.EINVAL) {
+		t.Errorf("RegisterCQ(nil, nil func) = %v, want EINVAL", err)
 	}
 }

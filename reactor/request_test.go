@@ -107,8 +107,9 @@ func TestFailedRequestHandlerRejects(t *testing.T) {
 // TestStaleHandlerEventIsInert (issue 16 bug 1): a handler keeps its event
 // past its return (against the docs: the reactor reuses it), and the user
 // acknowledges it later, while the reactor's object holds another id's
-// event. That must not acknowledge the newer event: Destroy of its id still
-// waits for its handler, and the handler's own Ack still succeeds.
+// event. That must not acknowledge the newer event: its id is not
+// finalized (Done) before its handler returns, and the handler's own Ack
+// still succeeds.
 func TestStaleHandlerEventIsInert(t *testing.T) {
 	fx := newFixture(t, 2)
 	a, b := fx.ids[0], fx.ids[1]
@@ -144,17 +145,20 @@ func TestStaleHandlerEventIsInert(t *testing.T) {
 			}
 			continue
 		}
-		// b's event stays unacknowledged until its handler returns.
-		destroyed := make(chan struct{})
-		go func() { _ = b.Destroy(); close(destroyed) }()
+		// b's event stays unacknowledged until its handler returns: Destroy
+		// of b returns at once (a handler of b runs), and b is finalized
+		// (Done closed) only once the handler returned.
+		if err := b.Destroy(); err != nil {
+			t.Fatal(err)
+		}
 		select {
-		case <-destroyed:
+		case <-b.Done():
 			close(release)
-			t.Fatal("Destroy of b returned while b's handler ran: the stale Ack acknowledged b's event")
+			t.Fatal("b finalized while b's handler ran: the stale Ack acknowledged b's event")
 		case <-time.After(50 * time.Millisecond):
 		}
 		close(release)
-		<-destroyed
+		<-b.Done()
 		if err := <-ownAck; err != nil {
 			t.Fatalf("b's handler's own Ack = %v", err)
 		}

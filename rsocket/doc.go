@@ -45,7 +45,7 @@
 //
 // # Fabrics
 //
-// Sockets run on the default fabric (id.DefaultFabric: $CMRT_FABRIC, else
+// Sockets run on the default fabric (fabric.Default: $CMRT_FABRIC, else
 // the software fabric) or the one given with WithFabric. The kernel fabric
 // has no data path yet: there, Listen works and connections fail with
 // ENOSYS when their queue pair is created.

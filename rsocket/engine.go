@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/reactor"
 )
@@ -18,7 +19,7 @@ import (
 // goroutine only. The engine starts with its first socket and stops when
 // the last one is closed.
 type engine struct {
-	fab  id.Fabric
+	fab  fabric.Fabric
 	ch   *channel.Channel
 	r    *reactor.Reactor
 	refs int // sockets holding the engine (under engines.mu)
@@ -26,15 +27,15 @@ type engine struct {
 
 var engines = struct {
 	sync.Mutex
-	m map[id.Fabric]*engine
-}{m: make(map[id.Fabric]*engine)}
+	m map[fabric.Fabric]*engine
+}{m: make(map[fabric.Fabric]*engine)}
 
 // acquire returns the running engine of fabric f (nil: the default
 // fabric), starting it if needed, and holds it for one socket.
-func acquire(f id.Fabric) (*engine, error) {
+func acquire(f fabric.Fabric) (*engine, error) {
 	if f == nil {
 		var err error
-		if f, err = id.DefaultFabric(); err != nil {
+		if f, err = fabric.Default(); err != nil {
 			return nil, err
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -45,7 +46,7 @@ const (
 
 // config is what the options set.
 type config struct {
-	fabric    id.Fabric
+	fabric    fabric.Fabric
 	sqSize    int
 	rqSize    int
 	inline    int
@@ -90,8 +91,8 @@ func clamp(v, lo, hi int) int { return min(max(v, lo), hi) }
 type Option func(*config)
 
 // WithFabric runs the sockets on fabric f instead of the default one
-// (id.DefaultFabric: $CMRT_FABRIC, else the software fabric).
-func WithFabric(f id.Fabric) Option { return func(c *config) { c.fabric = f } }
+// (fabric.Default: $CMRT_FABRIC, else the software fabric).
+func WithFabric(f fabric.Fabric) Option { return func(c *config) { c.fabric = f } }
 
 // WithSQSize sets the send queue depth (RDMA_SQSIZE), clamped to
 // [16, 65534].

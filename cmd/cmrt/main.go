@@ -1,9 +1,9 @@
-// Command cmrt reads a cmrt journal: the JSON lines id.Journal's WriteJSON
-// and ObserveJSON write (id.ReadJSON reads them), from a file or, without
+// Command cmrt reads a cmrt journal: the JSON lines journal.Journal's WriteJSON
+// and ObserveJSON write (journal.ReadJSON reads them), from a file or, without
 // one or with "-", from standard input.
 //
-//	cmrt check [FILE]     check the journal against the model (id.CheckJournal)
-//	cmrt replay [FILE]    the final state of every id (id.Replay, id.ReplayCheck)
+//	cmrt check [FILE]     check the journal against the model (journal.Check)
+//	cmrt replay [FILE]    the final state of every id (journal.Replay, journal.ReplayCheck)
 //	cmrt draw [flags] [FILE]
 //	                      the journal as an SVG sequence diagram
 //
@@ -33,6 +33,7 @@ import (
 	"slices"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/journalsvg"
 )
 
@@ -67,7 +68,7 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 // read parses the flags of a command and reads the journal its one
 // argument names.
-func read(fs *flag.FlagSet, args []string, stdin io.Reader, stderr io.Writer) ([]id.Record, bool) {
+func read(fs *flag.FlagSet, args []string, stdin io.Reader, stderr io.Writer) ([]journal.Record, bool) {
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return nil, false
@@ -86,7 +87,7 @@ func read(fs *flag.FlagSet, args []string, stdin io.Reader, stderr io.Writer) ([
 		defer fh.Close()
 		in, name = fh, f
 	}
-	recs, err := id.ReadJSON(in)
+	recs, err := journal.ReadJSON(in)
 	if err != nil {
 		fmt.Fprintf(stderr, "cmrt %s: %s: %v\n", fs.Name(), name, err)
 		return nil, false
@@ -99,8 +100,8 @@ func check(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	err := id.CheckJournal(recs)
-	var je *id.JournalError
+	err := journal.Check(recs)
+	var je *journal.Error
 	if errors.As(err, &je) {
 		for _, v := range je.Violations {
 			fmt.Fprintf(stdout, "seq %d, id %d: %s: %s\n\t%s\n", v.Record.Seq, v.Record.ID, v.Kind, v.Msg, v.Record.String())
@@ -123,7 +124,7 @@ func plural(n int, thing string) string {
 	return fmt.Sprintf("%d %ss", n, thing)
 }
 
-func countIDs(recs []id.Record) int {
+func countIDs(recs []journal.Record) int {
 	seen := make(map[uint64]bool)
 	for i := range recs {
 		seen[recs[i].ID] = true
@@ -136,7 +137,7 @@ func replay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if !ok {
 		return 2
 	}
-	slices.SortStableFunc(recs, func(a, b id.Record) int {
+	slices.SortStableFunc(recs, func(a, b journal.Record) int {
 		switch {
 		case a.Seq < b.Seq:
 			return -1
@@ -145,7 +146,7 @@ func replay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		return 0
 	})
-	states := id.Replay(recs)
+	states := journal.Replay(recs)
 	type info struct {
 		qp      id.QPType
 		parent  uint64
@@ -178,7 +179,7 @@ func replay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "%-8d %-3s %-8s %-8d %s\n", h, in.qp, parent, in.records, states[h])
 	}
-	if _, err := id.ReplayCheck(recs); err != nil {
+	if _, err := journal.ReplayCheck(recs); err != nil {
 		fmt.Fprintf(stdout, "%v\n", err)
 		return 1
 	}

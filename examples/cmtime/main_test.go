@@ -330,7 +330,7 @@ func TestKernelFabricWithoutDevice(t *testing.T) {
 func TestNoFabric(t *testing.T) {
 	t.Setenv("CMRT_FABRIC", "bogus")
 	r := cmtime("-p", strconv.Itoa(tooltest.FreePorts(t, 2)))
-	want := `No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC="bogus" (registered: "kernel" (github.com/cmrt/cmrt/fabric/kernel), "soft" (github.com/cmrt/cmrt/fabric/soft)): no such device)` +
+	want := `No RDMA devices were detected (cmrt: create_event_channel: no fabric CMRT_FABRIC="bogus" (registered: "kernel" (github.com/cmrt/cmrt/fabric/kernel), "soft" (github.com/cmrt/cmrt/fabric/soft)): no such device)` +
 		"\ncreate_event_channel: No such device\n"
 	if r.rc != 1 || r.stdout != "" || r.stderr != want {
 		t.Errorf("exit %d\nstdout %q\nstderr %q\nwant   %q", r.rc, r.stdout, r.stderr, want)
@@ -416,7 +416,10 @@ func TestProgress(t *testing.T) {
 }
 
 // A client making more connections than the server expects is refused;
-// both sides fail and release everything (TestMain checks for leaks).
+// both sides fail and release everything (TestMain checks for leaks). The
+// server fails in one of two ways, as rdma-core's cmtime does, depending on
+// which comes first: the client's out-of-band socket closing, or the client
+// (gone after its REJECTED) resetting a request the server still accepts.
 func TestMismatchedCounts(t *testing.T) {
 	port := tooltest.FreePorts(t, 2)
 	p := strconv.Itoa(port)
@@ -428,7 +431,8 @@ func TestMismatchedCounts(t *testing.T) {
 		t.Errorf("client: exit %d\n%s%s", cli.rc, cli.stdout, cli.stderr)
 	}
 	if srv.rc != 1 || !strings.Contains(srv.stdout, "failing connection request\n") ||
-		!strings.Contains(srv.stderr, "out-of-band") {
+		!(strings.Contains(srv.stderr, "out-of-band") ||
+			strings.Contains(srv.stdout+srv.stderr, "failure accepting: Connection reset by peer")) {
 		t.Errorf("server: exit %d\n%s%s", srv.rc, srv.stdout, srv.stderr)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 func TestDemoJournal(t *testing.T) {
@@ -20,19 +21,19 @@ func TestDemoJournal(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	recs, err := id.ReadJSON(f)
+	recs, err := journal.ReadJSON(f)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The whole history of every id of the run, and nothing else: a
 	// listener, 3 clients and the 3 ids their requests made, all destroyed.
-	if err := id.CheckJournal(recs); err != nil {
+	if err := journal.Check(recs); err != nil {
 		t.Fatal(err)
 	}
 	if len(recs) == 0 || recs[0].Seq != 1 {
 		t.Fatalf("journal does not start at its first record: %d records", len(recs))
 	}
-	states, err := id.ReplayCheck(recs)
+	states, err := journal.ReplayCheck(recs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -46,7 +47,7 @@ func TestDemoJournal(t *testing.T) {
 	}
 	requests := 0
 	for _, r := range recs {
-		if r.Kind == id.KindEvent && r.Event == id.EventConnectRequest {
+		if r.Kind == journal.KindEvent && r.Event == id.EventConnectRequest {
 			requests++
 		}
 	}

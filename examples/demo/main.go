@@ -27,6 +27,7 @@ import (
 	"github.com/cmrt/cmrt/examples/internal/tool"
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/reactor"
 )
 
@@ -62,7 +63,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	n := fs.Int("n", 4, "connections to make (the last one is rejected)")
 	addr := fs.String("a", "127.0.0.1", "address to listen on and connect to")
 	timeout := fs.Duration("t", 10*time.Second, "give up after this long")
-	journal := fs.String("journal", "", "write the journal of the run's ids to this file as JSON lines (go run ./cmd/cmrt draw FILE draws it)")
+	journalFile := fs.String("journal", "", "write the journal of the run's ids to this file as JSON lines (go run ./cmd/cmrt draw FILE draws it)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -76,13 +77,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	var opts []id.Option
-	if *journal != "" {
-		f, err := os.Create(*journal)
+	if *journalFile != "" {
+		f, err := os.Create(*journalFile)
 		if err != nil {
 			fmt.Fprintln(stderr, "demo:", err)
 			return 2
 		}
-		j := id.NewJournal(1)
+		j := journal.New(1)
 		stop := j.ObserveJSON(f)
 		defer func() { stop(); f.Close() }()
 		opts = append(opts, id.WithJournal(j))

@@ -148,7 +148,7 @@ func TestErrors(t *testing.T) {
 		{"mckey", nil, []string{"-m", "no-such-host.invalid"}, 254,
 			lines("mckey: starting server", "getaddrinfo failed (Name or service not known) - invalid hostname or IP address",
 				"test complete", "return status -2"), ""},
-		{"mckey", []string{"CMRT_FABRIC=bogus"}, []string{"-m", "239.1.1.1"}, 1, "", "No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC=\"bogus\""},
+		{"mckey", []string{"CMRT_FABRIC=bogus"}, []string{"-m", "239.1.1.1"}, 1, "", "No RDMA devices were detected (cmrt: create_event_channel: no fabric CMRT_FABRIC=\"bogus\""},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		cmd := exec.CommandContext(ctx, os.Args[0], c.args...)

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cmrt/cmrt/examples/internal/tooltest"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 func TestMain(m *testing.M) { tooltest.Main(m) }
@@ -205,8 +206,8 @@ func TestTour(t *testing.T) {
 		// As ID.Connect's doc says: on the software fabric an id with no
 		// QP is ESTABLISHED without CONNECT_RESPONSE, and Establish is
 		// EINVAL.
-		for _, r := range id.DefaultJournal().RecordsOf(cm.Handle()) {
-			if r.Kind == id.KindEvent && r.Event == id.EventConnectResponse {
+		for _, r := range journal.Default().RecordsOf(cm.Handle()) {
+			if r.Kind == journal.KindEvent && r.Event == id.EventConnectResponse {
 				t.Errorf("dial: %s", &r)
 			}
 		}
@@ -243,6 +244,15 @@ func TestTour(t *testing.T) {
 		_ = cm.Disconnect()
 		_ = cm.Destroy()
 	})
+	// serve destroys an accepted id on its DISCONNECTED, which crosses the
+	// loopback after the client's Destroy returns; stopping serve before
+	// that would leave the id (and the fabric's address monitor) behind.
+	// Wait until only the listener is left.
+	for deadline := time.Now().Add(5 * time.Second); id.Live() > 1; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d ids still exist; the server did not destroy its last connection", id.Live())
+		}
+	}
 	stop()
 	if err := <-served; err != nil {
 		t.Errorf("serve: %v", err)

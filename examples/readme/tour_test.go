@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
-	_ "github.com/cmrt/cmrt/fabric/soft" // registers the software fabric
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/reactor"

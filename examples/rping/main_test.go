@@ -144,7 +144,7 @@ func TestErrors(t *testing.T) {
 	t.Setenv("CMRT_FABRIC", "bogus")
 	var out, errs tooltest.Buffer
 	if rc := run([]string{"-s"}, &out, &errs); rc != 19 || out.String() != "" ||
-		!strings.HasPrefix(errs.String(), "No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC=\"bogus\"") {
+		!strings.HasPrefix(errs.String(), "No RDMA devices were detected (cmrt: create_event_channel: no fabric CMRT_FABRIC=\"bogus\"") {
 		t.Errorf("no fabric: rc %d, want 19 (ENODEV)\nstdout %q\nstderr %q", rc, out.String(), errs.String())
 	}
 	soft.Default().Quiesce()

@@ -35,6 +35,7 @@ import (
 
 	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/examples/internal/tool"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -54,7 +55,7 @@ type test struct {
 	out, errw io.Writer
 
 	ch              *channel.Channel
-	fab             id.Fabric
+	fab             fabric.Fabric
 	nodes           []node
 	connIndex       int
 	connectsLeft    int
@@ -113,7 +114,7 @@ func atoi(s string) int {
 	return n
 }
 
-// strtoul is strtoul(s, NULL, 0) truncated to a byte.
+// strtoul8 is strtoul(s, NULL, 0) truncated to a byte.
 func strtoul8(s string) uint8 {
 	n, err := strconv.ParseUint(strings.TrimSpace(s), 0, 64)
 	if err != nil {

@@ -138,7 +138,7 @@ func TestErrors(t *testing.T) {
 		{"bind-failure", "", []string{"-b", "192.0.2.254", "-p", port}, 255,
 			"cmatose: starting server\ntest complete\nreturn status -1\n",
 			"cmatose: bind address failed: Cannot assign requested address (cmrt: "},
-		{"no-fabric", "bogus", nil, 1, "", `No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC="bogus" (registered: "kernel" (github.com/cmrt/cmrt/fabric/kernel), "soft" (github.com/cmrt/cmrt/fabric/soft)): no such device)` + "\n"},
+		{"no-fabric", "bogus", nil, 1, "", `No RDMA devices were detected (cmrt: create_event_channel: no fabric CMRT_FABRIC="bogus" (registered: "kernel" (github.com/cmrt/cmrt/fabric/kernel), "soft" (github.com/cmrt/cmrt/fabric/soft)): no such device)` + "\n"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Setenv("CMRT_FABRIC", c.env)

@@ -158,7 +158,7 @@ func TestErrors(t *testing.T) {
 			"udaddy: bind address failed: Cannot assign requested address (cmrt: "},
 		{"udaddy", nil, []string{"-s", "no-such-host.invalid"}, 254,
 			lines("udaddy: starting client", "udaddy: getaddrinfo error: Name or service not known", "test complete", "return status -2"), ""},
-		{"udaddy", []string{"CMRT_FABRIC=bogus"}, nil, 1, "", "No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC=\"bogus\""},
+		{"udaddy", []string{"CMRT_FABRIC=bogus"}, nil, 1, "", "No RDMA devices were detected (cmrt: create_event_channel: no fabric CMRT_FABRIC=\"bogus\""},
 	} {
 		rc, stdout, stderr := execAs(t, c.argv0, c.env, c.args...)
 		stdout = mtuRE.ReplaceAllString(stdout, "active mtu N") // the loopback's MTU less the headers

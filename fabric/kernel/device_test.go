@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/reactor"
@@ -43,7 +44,7 @@ func TestChannelSelection(t *testing.T) {
 		t.Log("this host has rdma_cm: CMRT_FABRIC=kernel opens it")
 		return
 	}
-	t.Setenv(id.FabricEnv, "kernel")
+	t.Setenv(fabric.Env, "kernel")
 	_, err = channel.New()
 	if !errors.Is(err, syscall.ENODEV) {
 		t.Fatalf("CMRT_FABRIC=kernel without the device: %v", err)
@@ -53,7 +54,7 @@ func TestChannelSelection(t *testing.T) {
 
 // device returns the address of an RDMA device that can connect without a
 // QP (InfiniBand transport: IB or RoCE; iWARP needs a real QP), or skips.
-func device(t *testing.T) (id.Device, netip.Addr) {
+func device(t *testing.T) (fabric.Device, netip.Addr) {
 	t.Helper()
 	src, err := kernel.Default().Open()
 	if err != nil {
@@ -75,7 +76,7 @@ func device(t *testing.T) (id.Device, netip.Addr) {
 		}
 	}
 	t.Skipf("no InfiniBand/RoCE device with an IPv4 address among %v", devs)
-	return id.Device{}, netip.Addr{}
+	return fabric.Device{}, netip.Addr{}
 }
 
 func newChannel(t *testing.T, opts ...channel.Option) *channel.Channel {
@@ -308,7 +309,7 @@ func TestDevice(t *testing.T) {
 			t.Fatal(err)
 		}
 		ev := want(t, ch, id.EventMulticastJoin)
-		if ev.Group != g || ev.JoinContext != "ctx" || ev.UD.QPNum != id.MulticastQPNum || ev.UD.QKey != id.UDPQKey {
+		if ev.Group != g || ev.JoinContext != "ctx" || ev.UD.QPNum != fabric.MulticastQPNum || ev.UD.QKey != id.UDPQKey {
 			t.Errorf("join: group %s ctx %v qpn %#x qkey %#x", ev.Group, ev.JoinContext, ev.UD.QPNum, ev.UD.QKey)
 		}
 		_ = ev.Ack()
@@ -360,7 +361,7 @@ func TestDevice(t *testing.T) {
 		}
 		errc := make(chan error, 1)
 		go func() {
-			var raw id.RawEvent
+			var raw fabric.RawEvent
 			errc <- src.Next(context.Background(), true, &raw)
 		}()
 		time.Sleep(50 * time.Millisecond)

@@ -187,7 +187,7 @@ func TestDeviceVerbs(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			err := c.QP().PostSend(&id.SendWR{WRID: 5, Opcode: id.WRSendWithImm, Flags: id.SendSignaled,
+			err := c.QP().PostSend(&id.SendWR{WRID: 5, Opcode: fabric.WRSendWithImm, Flags: id.SendSignaled,
 				Buf: cbuf[4096:4100], MR: cmr, ImmData: 0xC0FFEE})
 			if iwarp {
 				if !errors.Is(err, syscall.EINVAL) {

@@ -4,10 +4,11 @@
 // mlx5, rxe (soft-RoCE), siw (soft-iWARP), ...
 //
 // The fabric registers itself as "kernel" when the package is imported
-// (package channel imports it). Select it with CMRT_FABRIC=kernel, with
-// channel.WithFabric(kernel.Default()) or, for synchronous ids,
-// id.WithFabric(kernel.Default()). Without the device file every channel
-// fails with ENODEV and a message saying which modules to load.
+// (package id imports it, through internal/fabrics). Select it with
+// CMRT_FABRIC=kernel, with channel.WithFabric(kernel.Default()) or, for
+// synchronous ids, id.WithFabric(kernel.Default()). Without the device
+// file every channel fails with ENODEV and a message saying which modules
+// to load.
 //
 // Each event channel is one open of the device; its descriptor is the
 // rdma_cm fd itself, so a reactor polls it like any other channel. The fd

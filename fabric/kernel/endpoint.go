@@ -192,7 +192,7 @@ func (ep *endpoint) Listen(backlog int) error {
 	})
 }
 
-// queryAddr runs QUERY (ADDR) or QUERY_ROUTE: the node GUID, device index
+// queryDevice runs QUERY (ADDR) or QUERY_ROUTE: the node GUID, device index
 // and port of the device the id is bound to.
 func (ep *endpoint) queryDevice(fd int, b *ucma.Buffers) (guid uint64, index uint32, port uint8, err error) {
 	if ep.f.afib() {
@@ -356,7 +356,7 @@ func (ep *endpoint) Disconnect() error {
 // are, staged in pinned memory.
 func (ep *endpoint) SetOption(level fabric.OptionLevel, name fabric.OptionName, val []byte) error {
 	return ep.do("set_option", func(_ *source, fd int, b *ucma.Buffers) error {
-		return b.SetOption(fd, ep.handle, uint32(level), uint32(name), val)
+		return b.SetOption(fd, ep.handle, level, name, val)
 	})
 }
 

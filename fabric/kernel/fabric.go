@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rs/zerolog"
+
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
 )
@@ -21,6 +23,7 @@ import (
 // or Default for the registered instance.
 type Fabric struct {
 	opts options
+	log  zerolog.Logger // opts.log with component=kernel
 	devs devTable
 
 	afMu    sync.Mutex
@@ -47,10 +50,17 @@ type options struct {
 	abiPath    string
 	sysfsRoot  string
 	afIB       int // 0 probe, 1 force on, -1 force off
+	log        zerolog.Logger
 }
 
 // Option configures a Fabric.
 type Option func(*options)
+
+// WithLogger sets the logger (zerolog.Nop by default). The fabric logs
+// what it decides on its own and no call reports: the outcome of its probe
+// for the AF_IB-capable commands (debug) and a switch to the *_IP commands
+// when the kernel lacks them (info). Entries carry component=kernel.
+func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithName registers the fabric under another name than "kernel".
 func WithName(name string) Option { return func(o *options) { o.name = name } }
@@ -89,11 +99,12 @@ func New(opts ...Option) *Fabric {
 		devicePath: ucma.DevicePath,
 		abiPath:    ucma.ABIVersionPath,
 		sysfsRoot:  defaultSysfsRoot,
+		log:        zerolog.Nop(),
 	}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	f := &Fabric{opts: o}
+	f := &Fabric{opts: o, log: o.log.With().Str("component", "kernel").Logger()}
 	f.devs.root = o.sysfsRoot
 	return f
 }
@@ -200,7 +211,7 @@ func (f *Fabric) probeAFIB(s *source) {
 	ok := force > 0
 	if force == 0 {
 		err := s.exec(func(fd int, b *ucma.Buffers) error {
-			resp, err := b.Exec(fd, &ucma.CreateID{UID: probeUID, PS: ucma.PSIB, QPType: ucma.QPTypeRC})
+			resp, err := b.Exec(fd, &ucma.CreateID{UID: probeUID, PS: fabric.PSIB, QPType: fabric.RC})
 			if err != nil {
 				return err
 			}
@@ -212,8 +223,10 @@ func (f *Fabric) probeAFIB(s *source) {
 			return nil
 		})
 		if err != nil {
-			return // try again with the next source
+			f.log.Debug().Err(err).Msg("AF_IB probe failed, trying again with the next channel")
+			return
 		}
+		f.log.Debug().Bool("af_ib", ok).Msg("AF_IB commands probed")
 	}
 	f.afMu.Lock()
 	if !f.afKnown {
@@ -249,6 +262,7 @@ func (f *Fabric) fallback(err error) bool {
 		return false
 	}
 	f.afIB = false
+	f.log.Info().Err(err).Msg("the kernel lacks the AF_IB commands: using the *_IP ones")
 	return true
 }
 

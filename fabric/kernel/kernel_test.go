@@ -32,7 +32,7 @@ func roundTrip(t *testing.T, e ucma.Event, view ucma.ParamView) *ucma.Event {
 }
 
 func TestDecodeEventConnectRequest(t *testing.T) {
-	e := ucma.Event{UID: 7, ID: 3, Event: ucma.EventConnectRequest}
+	e := ucma.Event{UID: 7, ID: 3, Event: fabric.EventConnectRequest}
 	e.Conn = ucma.ConnParam{QPNum: 0x12, ResponderResources: 1, InitiatorDepth: 2, FlowControl: 1,
 		RetryCount: 5, RNRRetryCount: 7, SRQ: 1}
 	// The kernel reports a REQ's private data at its full IP-mode length,
@@ -62,7 +62,7 @@ func TestDecodeEventConnectRequest(t *testing.T) {
 }
 
 func TestDecodeEventRejected(t *testing.T) {
-	e := ucma.Event{UID: 9, ID: 1, Event: ucma.EventRejected, Status: 28}
+	e := ucma.Event{UID: 9, ID: 1, Event: fabric.EventRejected, Status: 28}
 	_ = e.Conn.SetPrivateData(append([]byte("go away"), make([]byte, 141)...))
 	var raw fabric.RawEvent
 	decodeEvent(roundTrip(t, e, ucma.ParamConn), false, &raw)
@@ -70,7 +70,7 @@ func TestDecodeEventRejected(t *testing.T) {
 		!strings.HasPrefix(string(raw.PrivateData[:raw.PrivateDataLen]), "go away") {
 		t.Fatalf("%+v", raw)
 	}
-	e = ucma.Event{UID: 9, ID: 1, Event: ucma.EventUnreachable, Status: -int32(syscall.ETIMEDOUT)}
+	e = ucma.Event{UID: 9, ID: 1, Event: fabric.EventUnreachable, Status: -int32(syscall.ETIMEDOUT)}
 	decodeEvent(roundTrip(t, e, ucma.ParamConn), false, &raw)
 	if raw.Type != fabric.EventUnreachable || raw.Status != -110 || raw.PrivateDataLen != 0 {
 		t.Fatalf("%+v", raw)
@@ -78,7 +78,7 @@ func TestDecodeEventRejected(t *testing.T) {
 }
 
 func TestDecodeEventUD(t *testing.T) {
-	e := ucma.Event{UID: 11, ID: 4, Event: ucma.EventEstablished}
+	e := ucma.Event{UID: 11, ID: 4, Event: fabric.EventEstablished}
 	e.UD.QPNum, e.UD.QKey = 0x14, 0x01234567
 	e.UD.AHAttr = ucma.AHAttr{DGID: ucma.GID(netip.MustParseAddr("::ffff:10.0.0.1").As16()), HopLimit: 64,
 		SGIDIndex: 1, DLID: 0, SL: 0, IsGlobal: 1, PortNum: 1, FlowLabel: 5, TrafficClass: 3}
@@ -105,7 +105,7 @@ func TestDecodeEventUD(t *testing.T) {
 }
 
 func TestDecodeEventMulticastAndUser(t *testing.T) {
-	e := ucma.Event{UID: 21, ID: 2, Event: ucma.EventMulticastJoin}
+	e := ucma.Event{UID: 21, ID: 2, Event: fabric.EventMulticastJoin}
 	e.UD.QPNum, e.UD.QKey = 0xFFFFFF, 0x01234567
 	e.UD.AHAttr.DGID = ucma.GID(netip.MustParseAddr("::ffff:239.1.1.1").As16())
 	e.UD.PrivateDataLen = 3
@@ -115,7 +115,7 @@ func TestDecodeEventMulticastAndUser(t *testing.T) {
 		raw.AH.Addr() != netip.MustParseAddr("239.1.1.1") || raw.PrivateDataLen != 0 {
 		t.Fatalf("%+v", raw)
 	}
-	u := ucma.Event{UID: 5, Event: ucma.EventUser, Status: -3, Arg: 0xdeadbeefcafe}
+	u := ucma.Event{UID: 5, Event: fabric.EventUser, Status: -3, Arg: 0xdeadbeefcafe}
 	decodeEvent(roundTrip(t, u, ucma.ParamArg), false, &raw)
 	if raw.Type != fabric.EventUser || raw.Status != -3 || raw.Arg != 0xdeadbeefcafe {
 		t.Fatalf("%+v", raw)
@@ -430,7 +430,7 @@ func TestDataPath(t *testing.T) {
 	// The fabric has a data path: the id layer's CreateQP reaches it.
 	var ep fabric.Endpoint = &endpoint{}
 	if _, ok := ep.(fabric.QPCreator); !ok {
-		t.Fatal("kernel endpoints do not implement id.QPCreator")
+		t.Fatal("kernel endpoints do not implement fabric.QPCreator")
 	}
 	if _, ok := ep.(Endpoint); !ok {
 		t.Fatal("kernel endpoints do not implement kernel.Endpoint")

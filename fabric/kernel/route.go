@@ -3,8 +3,8 @@ package kernel
 import (
 	"net/netip"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
-	"github.com/cmrt/cmrt/id"
 )
 
 // routeInfo is what the QUERY responses say of an id's route.
@@ -31,9 +31,9 @@ func (ri *routeInfo) fromRoute(q *ucma.QueryRouteResp) {
 	}
 }
 
-// route builds the id.Route; dev is the device's name ("" if unknown).
-func (ri *routeInfo) route(dev string) id.Route {
-	r := id.Route{Src: ipOf(ri.src), Dst: ipOf(ri.dst), NumPaths: int(ri.numPaths)}
+// route builds the fabric.Route; dev is the device's name ("" if unknown).
+func (ri *routeInfo) route(dev string) fabric.Route {
+	r := fabric.Route{Src: ipOf(ri.src), Dst: ipOf(ri.dst), NumPaths: int(ri.numPaths)}
 	if ri.guid != 0 {
 		r.Device, r.PortNum = dev, ri.port
 	}

@@ -110,7 +110,7 @@ func (s *source) Create(uid uint64, ps fabric.PortSpace, qp fabric.QPType) (fabr
 	}
 	ep := &endpoint{f: s.f, ps: ps, qp: qp, src: s, uid: uid}
 	err := s.exec(func(fd int, b *ucma.Buffers) error {
-		resp, err := b.Exec(fd, &ucma.CreateID{UID: uid, PS: uint16(ps), QPType: uint8(qp)})
+		resp, err := b.Exec(fd, &ucma.CreateID{UID: uid, PS: ps, QPType: qp})
 		if err != nil {
 			return err
 		}
@@ -242,13 +242,13 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *fabric.RawEvent, p 
 		return err
 	}
 	switch e.Event {
-	case ucma.EventMulticastJoin, ucma.EventMulticastError:
+	case fabric.EventMulticastJoin, fabric.EventMulticastError:
 		decodeEvent(e, true, ev)
 		if j, ok := s.f.join(e.ID); ok {
 			ev.Group = j.group
 			p.join = &j
 		}
-	case ucma.EventConnectRequest:
+	case fabric.EventConnectRequest:
 		ps, qp := fabric.PSTCP, fabric.RC
 		if lis := s.byUID[e.UID]; lis != nil {
 			ps, qp = lis.ps, lis.qp
@@ -273,11 +273,11 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *fabric.RawEvent, p 
 // fills it; the ECE is ignored. Multicast events carry no private data
 // (librdmacm puts the join's context there instead).
 func decodeEvent(e *ucma.Event, ud bool, raw *fabric.RawEvent) {
-	*raw = fabric.RawEvent{UID: e.UID, Type: fabric.EventType(e.Event), Status: e.Status}
+	*raw = fabric.RawEvent{UID: e.UID, Type: e.Event, Status: e.Status}
 	switch {
-	case e.Event == ucma.EventUser:
+	case e.Event == fabric.EventUser:
 		raw.Arg = e.Arg
-	case e.Event == ucma.EventMulticastJoin || e.Event == ucma.EventMulticastError:
+	case e.Event == fabric.EventMulticastJoin || e.Event == fabric.EventMulticastError:
 		raw.QPNum, raw.QKey, raw.AH = e.UD.QPNum, e.UD.QKey, ahAttr(&e.UD.AHAttr)
 	case ud:
 		raw.QPNum, raw.QKey, raw.AH = e.UD.QPNum, e.UD.QKey, ahAttr(&e.UD.AHAttr)

@@ -28,7 +28,6 @@ import (
 	"github.com/cmrt/cmrt/fabric/kernel/internal/provider"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
-	"github.com/cmrt/cmrt/id"
 )
 
 // Queue sizes.
@@ -396,9 +395,9 @@ func wrOpcode(op fabric.WROpcode) (uint32, fabric.WCOpcode, bool) {
 		return provider.OpRDMAWrite, fabric.WCRDMAWrite, true
 	case fabric.WRRead:
 		return provider.OpRDMARead, fabric.WCRDMARead, true
-	case id.WRSendWithImm:
+	case fabric.WRSendWithImm:
 		return provider.OpSendWithImm, fabric.WCSend, true
-	case id.WRWriteWithImm:
+	case fabric.WRWriteWithImm:
 		return provider.OpRDMAWriteWithImm, fabric.WCRDMAWrite, true
 	}
 	return 0, 0, false
@@ -422,7 +421,7 @@ func (q *vqp) PostSend(wr *fabric.SendWR) error {
 		return einval("post_send: %d bytes", len(wr.Buf))
 	}
 	if q.ud {
-		if (wr.Opcode != fabric.WRSend && wr.Opcode != id.WRSendWithImm) || wr.AH == nil {
+		if (wr.Opcode != fabric.WRSend && wr.Opcode != fabric.WRSendWithImm) || wr.AH == nil {
 			return einval("post_send: UD QPs send only Sends, with an address handle")
 		}
 	} else if wr.AH != nil || wr.RemoteQPN != 0 || wr.RemoteQKey != 0 {
@@ -467,7 +466,7 @@ func (q *vqp) PostSend(wr *fabric.SendWR) error {
 	switch wr.Opcode {
 	case fabric.WRSendWithInv:
 		s.Ex = wr.InvalidateRKey
-	case id.WRSendWithImm, id.WRWriteWithImm:
+	case fabric.WRSendWithImm, fabric.WRWriteWithImm:
 		s.Ex = htobe32(wr.ImmData)
 	}
 	if q.ud {

@@ -9,13 +9,14 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
 
 var loopback = netip.MustParseAddr("127.0.0.1")
 
-func mkChan(t testing.TB, f id.Fabric) *channel.Channel {
+func mkChan(t testing.TB, f fabric.Fabric) *channel.Channel {
 	t.Helper()
 	if f == nil {
 		f = soft.Default()

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
 	"github.com/cmrt/cmrt/poll"
 )
@@ -53,7 +53,7 @@ type conn struct {
 	closeOK bool   // close once wbuf drains (after our FIN)
 	timer   *time.Timer
 
-	param id.ConnParam // active: what was asked for
+	param fabric.ConnParam // active: what was asked for
 	req   iwarp.MPAFrame
 	reqPD [iwarp.MaxPrivateData]byte
 
@@ -164,7 +164,7 @@ func (c *conn) connected() {
 // would break RDMA Reads).
 func clampRd(v uint8) uint8 {
 	switch {
-	case v == id.MaxResponderResources || v > maxRdAtom:
+	case v == fabric.MaxResponderResources || v > maxRdAtom:
 		return maxRdAtom
 	case v == 0:
 		return 1
@@ -234,11 +234,11 @@ func (c *conn) parseReply() {
 	ep := c.ep
 	switch {
 	case err != nil || !f.Reply:
-		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("soft: bad MPA reply")
+		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA reply")
 		c.failConnect(syscall.EPROTO)
 		return
 	case f.Reject:
-		raw := id.RawEvent{Type: id.EventRejected, Status: -int32(syscall.ECONNRESET)}
+		raw := fabric.RawEvent{Type: fabric.EventRejected, Status: -int32(syscall.ECONNRESET)}
 		raw.SetPrivateData(f.PrivateData)
 		ep.emit(&raw)
 		c.stopTimer()
@@ -251,7 +251,7 @@ func (c *conn) parseReply() {
 	}
 	rtr, err := c.chosenRTR(&f)
 	if err != nil {
-		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("soft: bad MPA reply")
+		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA reply")
 		c.failConnect(syscall.EPROTO)
 		return
 	}
@@ -263,7 +263,7 @@ func (c *conn) parseReply() {
 		c.ord = min(c.ord, max(f.IRD, 1)) // reads we may send the peer
 	}
 	c.state = csRTS
-	raw := id.RawEvent{Type: id.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
+	raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 	raw.SetPrivateData(f.PrivateData)
 	rest := c.rbuf[n:]
 	c.rbuf = nil
@@ -291,7 +291,7 @@ func (c *conn) parseRequest() {
 		c.finishClose()
 		return
 	case err != nil || f.Reply || n != len(c.rbuf):
-		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("soft: bad MPA request dropped")
+		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA request dropped")
 		c.closeNow()
 		return
 	}
@@ -304,7 +304,7 @@ func (c *conn) parseRequest() {
 	if !lis.admit(c) {
 		// The backlog is full of requests the user has not answered:
 		// refuse with a reset, as a full iWARP listener does.
-		c.f.log.Debug().Int("fd", c.fd).Msg("soft: listener backlog full, connection refused")
+		c.f.log.Debug().Int("fd", c.fd).Msg("listener backlog full, connection refused")
 		_ = unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 		c.closeNow()
 		return
@@ -326,7 +326,7 @@ func (c *conn) parseRequest() {
 	}
 	// The request's values seen from the passive side: the reads the peer
 	// will issue need our responder resources, and vice versa.
-	raw := id.RawEvent{Type: id.EventConnectRequest, Child: child,
+	raw := fabric.RawEvent{Type: fabric.EventConnectRequest, Child: child,
 		ResponderResources: uint8(min(ord, maxRdAtom)), InitiatorDepth: uint8(min(ird, maxRdAtom))}
 	raw.SetPrivateData(f.PrivateData)
 	if !lis.ep.emit(&raw) {
@@ -336,7 +336,7 @@ func (c *conn) parseRequest() {
 }
 
 // accept answers the request with an MPA Reply and reports ESTABLISHED.
-func (c *conn) accept(p *id.ConnParam) error {
+func (c *conn) accept(p *fabric.ConnParam) error {
 	if c.state != csReqRecv {
 		return syscall.ECONNRESET
 	}
@@ -364,7 +364,7 @@ func (c *conn) accept(p *id.ConnParam) error {
 	}
 	c.startDataPath(true, p2p, 0)
 	if !p2p { // in P2P mode ESTABLISHED waits for the RTR
-		raw := id.RawEvent{Type: id.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
+		raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 		c.ep.emit(&raw)
 	}
 	return nil
@@ -447,14 +447,14 @@ func (c *conn) onTimeout() {
 	case csConnecting, csReqSent:
 		c.failConnect(syscall.ETIMEDOUT)
 	default:
-		c.f.log.Debug().Int("fd", c.fd).Uint8("state", uint8(c.state)).Msg("soft: connection timed out, closing")
+		c.f.log.Debug().Int("fd", c.fd).Uint8("state", uint8(c.state)).Msg("connection timed out, closing")
 		c.closeNow()
 	}
 }
 
 // protocolError closes a connection whose peer broke the protocol.
 func (c *conn) protocolError(err error) {
-	c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("soft: protocol error, closing")
+	c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("protocol error, closing")
 	if c.state == csReqSent {
 		c.failConnect(syscall.EPROTO)
 		return
@@ -469,12 +469,12 @@ func (c *conn) protocolError(err error) {
 // maps iWARP statuses: refused or reset is REJECTED, no answer UNREACHABLE,
 // anything else CONNECT_ERROR.
 func (c *conn) failConnect(e syscall.Errno) {
-	t := id.EventConnectError
+	t := fabric.EventConnectError
 	switch e {
 	case syscall.ECONNREFUSED, syscall.ECONNRESET:
-		t = id.EventRejected
+		t = fabric.EventRejected
 	case syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH:
-		t = id.EventUnreachable
+		t = fabric.EventUnreachable
 	}
 	if c.ep != nil {
 		c.ep.emitType(t, -int32(e))

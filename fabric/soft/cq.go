@@ -6,7 +6,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -26,17 +26,17 @@ type cq struct {
 	armed  bool // Fd was called: keep efd readable exactly while n > 0 (under mu)
 
 	mu     sync.Mutex
-	wcs    []id.WC // ring
+	wcs    []fabric.WC // ring
 	head   int
 	n      int
 	closed bool
 }
 
 func newCQ() (*cq, error) {
-	return &cq{signal: make(chan struct{}, 1), done: make(chan struct{}), wcs: make([]id.WC, 16)}, nil
+	return &cq{signal: make(chan struct{}, 1), done: make(chan struct{}), wcs: make([]fabric.WC, 16)}, nil
 }
 
-// Fd implements id.CQ. From the first call on, the descriptor is readable
+// Fd implements fabric.CQ. From the first call on, the descriptor is readable
 // exactly while completions are queued. It is -1 if the queue is destroyed
 // or no eventfd could be opened.
 func (c *cq) Fd() int {
@@ -59,14 +59,14 @@ func (c *cq) Fd() int {
 }
 
 // push queues a completion. Completions after close are dropped.
-func (c *cq) push(wc id.WC) {
+func (c *cq) push(wc fabric.WC) {
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
 		return
 	}
 	if c.n == len(c.wcs) {
-		grown := make([]id.WC, 2*len(c.wcs))
+		grown := make([]fabric.WC, 2*len(c.wcs))
 		for k := 0; k < c.n; k++ {
 			grown[k] = c.wcs[(c.head+k)%len(c.wcs)]
 		}
@@ -84,14 +84,14 @@ func (c *cq) push(wc id.WC) {
 	}
 }
 
-// Poll implements id.CQ.
-func (c *cq) Poll(out []id.WC) int {
+// Poll implements fabric.CQ.
+func (c *cq) Poll(out []fabric.WC) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := 0
 	for ; k < len(out) && c.n > 0; k++ {
 		out[k] = c.wcs[c.head]
-		c.wcs[c.head] = id.WC{}
+		c.wcs[c.head] = fabric.WC{}
 		c.head = (c.head + 1) % len(c.wcs)
 		c.n--
 	}
@@ -108,7 +108,7 @@ func (c *cq) Len() int {
 	return c.n
 }
 
-// Wait implements id.CQ.
+// Wait implements fabric.CQ.
 func (c *cq) Wait(ctx context.Context) error {
 	for {
 		c.mu.Lock()
@@ -129,7 +129,7 @@ func (c *cq) Wait(ctx context.Context) error {
 	}
 }
 
-// close releases the eventfd; waiters return EBADF. As id.CQ asks, Fd is
+// close releases the eventfd; waiters return EBADF. As fabric.CQ asks, Fd is
 // -1 from here on, and the eventfd is made readable before it is closed: a
 // poller holding a duplicate of it (a reactor) wakes, finds Fd() < 0 and
 // drops it.

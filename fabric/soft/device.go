@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // maxRdAtom is the soft device's cap on IRD and ORD, as siw's.
@@ -17,7 +17,7 @@ const maxRdAtom = 128
 
 // device is one soft device: a network interface with IP addresses.
 type device struct {
-	info    id.Device
+	info    fabric.Device
 	ifindex int
 	mtu     int
 }
@@ -76,7 +76,7 @@ func (t *deviceTable) refreshLocked() error {
 		if len(ips) == 0 || (t.filter != nil && !t.filter[ifi.Name]) {
 			continue
 		}
-		d := &device{ifindex: ifi.Index, mtu: ifi.MTU, info: id.Device{
+		d := &device{ifindex: ifi.Index, mtu: ifi.MTU, info: fabric.Device{
 			Name:            fmt.Sprintf("soft%d", len(t.devs)),
 			Index:           len(t.devs),
 			Transport:       "iWARP",
@@ -115,13 +115,13 @@ func (t *deviceTable) fresh() error {
 }
 
 // list returns the devices.
-func (t *deviceTable) list() ([]id.Device, error) {
+func (t *deviceTable) list() ([]fabric.Device, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if err := t.fresh(); err != nil {
 		return nil, err
 	}
-	out := make([]id.Device, len(t.devs))
+	out := make([]fabric.Device, len(t.devs))
 	for k, d := range t.devs {
 		out[k] = d.info
 	}
@@ -148,23 +148,5 @@ func (t *deviceTable) byLocalAddr(a netip.Addr) (*device, error) {
 			return nil, fmt.Errorf("soft: %s is not a local address: %w", a, syscall.EADDRNOTAVAIL)
 		}
 		t.at = time.Time{} // a miss forces one refresh
-	}
-}
-
-// byIfindex returns the device of an interface, or ENODEV.
-func (t *deviceTable) byIfindex(ifindex int) (*device, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for attempt := 0; ; attempt++ {
-		if err := t.fresh(); err != nil {
-			return nil, err
-		}
-		if d := t.byIndex[ifindex]; d != nil {
-			return d, nil
-		}
-		if attempt > 0 {
-			return nil, fmt.Errorf("soft: interface %d has no soft device: %w", ifindex, syscall.ENODEV)
-		}
-		t.at = time.Time{}
 	}
 }

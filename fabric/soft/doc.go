@@ -55,6 +55,7 @@
 // and an idle fabric soon holds no goroutine and no descriptor beyond its
 // event channels.
 //
-// Importing the package registers the fabric under the name "soft" (the
-// default fabric of package id).
+// Importing the package registers the fabric under the name "soft", the
+// default fabric; package id imports it (through internal/fabrics), so
+// every program that uses ids has it.
 package soft

@@ -10,14 +10,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // endpoint is the software fabric's side of one id.
 type endpoint struct {
 	f  *Fabric
-	ps id.PortSpace
-	qp id.QPType
+	ps fabric.PortSpace
+	qp fabric.QPType
 
 	mu            sync.Mutex
 	uid           uint64
@@ -50,7 +50,7 @@ type epOptions struct {
 }
 
 func (ep *endpoint) tr() transport {
-	if ep.qp == id.UD {
+	if ep.qp == fabric.UD {
 		return udp
 	}
 	return tcp
@@ -63,13 +63,13 @@ func einval(format string, args ...any) error {
 // emit queues an event for the endpoint. Events of a destroyed endpoint, or
 // of a request's endpoint not yet accepted (uid 0), are dropped, as the
 // kernel drops them.
-func (ep *endpoint) emit(r *id.RawEvent) bool {
+func (ep *endpoint) emit(r *fabric.RawEvent) bool {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	return ep.emitLocked(r)
 }
 
-func (ep *endpoint) emitLocked(r *id.RawEvent) bool {
+func (ep *endpoint) emitLocked(r *fabric.RawEvent) bool {
 	if ep.destroyed || ep.uid == 0 || ep.removed {
 		return false
 	}
@@ -77,8 +77,8 @@ func (ep *endpoint) emitLocked(r *id.RawEvent) bool {
 	return ep.src.q.Push(r) == nil
 }
 
-func (ep *endpoint) emitType(t id.EventType, status int32) {
-	r := id.RawEvent{Type: t, Status: status}
+func (ep *endpoint) emitType(t fabric.EventType, status int32) {
+	r := fabric.RawEvent{Type: t, Status: status}
 	ep.emit(&r)
 }
 
@@ -90,13 +90,13 @@ func (ep *endpoint) reportDisconnect(status int32) {
 		return
 	}
 	ep.discReported = true
-	r := id.RawEvent{Type: id.EventDisconnected, Status: status}
+	r := fabric.RawEvent{Type: fabric.EventDisconnected, Status: status}
 	ep.emitLocked(&r)
 }
 
 // connectTimeout bounds an active connection: the ACK_TIMEOUT option
 // (4.096µs·2^n per try, RetryCount+1 tries) or the fabric's default.
-func (ep *endpoint) connectTimeout(p *id.ConnParam) time.Duration {
+func (ep *endpoint) connectTimeout(p *fabric.ConnParam) time.Duration {
 	ep.mu.Lock()
 	on, n := ep.opt.ackOn, ep.opt.ack
 	ep.mu.Unlock()
@@ -144,7 +144,7 @@ func setTOS(fd int, tos uint8) {
 	_ = unix.SetsockoptInt(fd, unix.IPPROTO_IP, unix.IP_TOS, int(tos))
 }
 
-// Bind implements id.Endpoint.
+// Bind implements fabric.Endpoint.
 func (ep *endpoint) Bind(addr netip.AddrPort) error {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
@@ -176,7 +176,7 @@ func (ep *endpoint) bindLocked(addr netip.AddrPort) error {
 	return nil
 }
 
-// ResolveAddr implements id.Endpoint, as the kernel's rdma_resolve_addr:
+// ResolveAddr implements fabric.Endpoint, as the kernel's rdma_resolve_addr:
 // an unbound id is bound first (to src when given), then resolution asks
 // the routing table. No route (or an unreachable, prohibited or blackhole
 // one) fails the call itself with the routing errno (ENETUNREACH, ...),
@@ -227,7 +227,7 @@ func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) 
 		if !errors.As(err, &de) {
 			return fmt.Errorf("soft: resolve_addr: %w", err)
 		}
-		r := id.RawEvent{Type: id.EventAddrError, Status: -int32(errnoOf(err))}
+		r := fabric.RawEvent{Type: fabric.EventAddrError, Status: -int32(errnoOf(err))}
 		ep.emitLocked(&r)
 		return nil
 	}
@@ -250,12 +250,12 @@ func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) 
 		return nil
 	}
 	ep.addrResolved = true
-	r := id.RawEvent{Type: id.EventAddrResolved}
+	r := fabric.RawEvent{Type: fabric.EventAddrResolved}
 	ep.emitLocked(&r)
 	return nil
 }
 
-// ResolveRoute implements id.Endpoint.
+// ResolveRoute implements fabric.Endpoint.
 func (ep *endpoint) ResolveRoute(time.Duration) error {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
@@ -264,18 +264,18 @@ func (ep *endpoint) ResolveRoute(time.Duration) error {
 	}
 	ri, err := ep.f.route(ep.remote.Addr(), ep.local.Addr())
 	if err != nil {
-		r := id.RawEvent{Type: id.EventRouteError, Status: -int32(errnoOf(err))}
+		r := fabric.RawEvent{Type: fabric.EventRouteError, Status: -int32(errnoOf(err))}
 		ep.emitLocked(&r)
 		return nil
 	}
 	ep.gateway, ep.mtu = ri.gateway, ri.mtu
 	ep.routeResolved = true
-	r := id.RawEvent{Type: id.EventRouteResolved}
+	r := fabric.RawEvent{Type: fabric.EventRouteResolved}
 	ep.emitLocked(&r)
 	return nil
 }
 
-// Listen implements id.Endpoint.
+// Listen implements fabric.Endpoint.
 func (ep *endpoint) Listen(backlog int) error {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
@@ -287,7 +287,7 @@ func (ep *endpoint) Listen(backlog int) error {
 			return err
 		}
 	}
-	if ep.qp == id.UD {
+	if ep.qp == fabric.UD {
 		err := ep.listenUDLocked(backlog)
 		ep.listened = err == nil
 		return err
@@ -320,7 +320,7 @@ func (ep *endpoint) Listen(backlog int) error {
 
 // checkCaps applies ucma_valid_param: read depths above the device cap
 // (0xFF aside) are EINVAL.
-func checkCaps(p *id.ConnParam) error {
+func checkCaps(p *fabric.ConnParam) error {
 	for _, v := range []uint8{p.ResponderResources, p.InitiatorDepth} {
 		if v != 0xFF && v > maxRdAtom {
 			return einval("read depth %d over the device cap %d", v, maxRdAtom)
@@ -329,9 +329,9 @@ func checkCaps(p *id.ConnParam) error {
 	return nil
 }
 
-// Connect implements id.Endpoint.
-func (ep *endpoint) Connect(p *id.ConnParam) error {
-	if ep.qp == id.UD {
+// Connect implements fabric.Endpoint.
+func (ep *endpoint) Connect(p *fabric.ConnParam) error {
+	if ep.qp == fabric.UD {
 		return ep.connectUD(p)
 	}
 	if err := checkCaps(p); err != nil {
@@ -418,9 +418,9 @@ func (ep *endpoint) dial(c *conn, remote netip.AddrPort) error {
 	}
 }
 
-// Accept implements id.Endpoint.
-func (ep *endpoint) Accept(uid uint64, p *id.ConnParam) error {
-	if ep.qp == id.UD {
+// Accept implements fabric.Endpoint.
+func (ep *endpoint) Accept(uid uint64, p *fabric.ConnParam) error {
+	if ep.qp == fabric.UD {
 		return ep.acceptUD(uid, p)
 	}
 	if err := checkCaps(p); err != nil {
@@ -449,9 +449,9 @@ func (ep *endpoint) Accept(uid uint64, p *id.ConnParam) error {
 	return nil
 }
 
-// Reject implements id.Endpoint.
+// Reject implements fabric.Endpoint.
 func (ep *endpoint) Reject(pd []byte) error {
-	if ep.qp == id.UD {
+	if ep.qp == fabric.UD {
 		return ep.rejectUD(append([]byte(nil), pd...))
 	}
 	ep.mu.Lock()
@@ -465,17 +465,17 @@ func (ep *endpoint) Reject(pd []byte) error {
 	return nil
 }
 
-// Establish implements id.Endpoint. Soft ids always have their QP, so the
+// Establish implements fabric.Endpoint. Soft ids always have their QP, so the
 // CM never stops at CONNECT_RESPONSE.
 func (ep *endpoint) Establish() error { return einval("establish: not waiting for it") }
 
-// Disconnect implements id.Endpoint.
+// Disconnect implements fabric.Endpoint.
 func (ep *endpoint) Disconnect() error {
 	ep.mu.Lock()
 	c := ep.conn
 	if !ep.discReported && c != nil {
 		ep.discReported = true
-		r := id.RawEvent{Type: id.EventDisconnected}
+		r := fabric.RawEvent{Type: fabric.EventDisconnected}
 		ep.emitLocked(&r)
 	}
 	ep.mu.Unlock()
@@ -486,26 +486,26 @@ func (ep *endpoint) Disconnect() error {
 	return nil
 }
 
-// SetOption implements id.Endpoint.
-func (ep *endpoint) SetOption(level id.OptionLevel, name id.OptionName, val []byte) error {
+// SetOption implements fabric.Endpoint.
+func (ep *endpoint) SetOption(level fabric.OptionLevel, name fabric.OptionName, val []byte) error {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	if level == id.OptionLevelIB {
+	if level == fabric.OptionLevelIB {
 		if !ep.addrResolved {
 			return einval("IB path before the address is resolved")
 		}
 		ep.routeResolved = true
-		r := id.RawEvent{Type: id.EventRouteResolved}
+		r := fabric.RawEvent{Type: fabric.EventRouteResolved}
 		ep.emitLocked(&r)
 		return nil
 	}
 	switch name {
-	case id.OptionTOS:
+	case fabric.OptionTOS:
 		ep.opt.tos, ep.opt.tosSet = val[0], true
 		if ep.bind != nil && ep.bind.sockFD() >= 0 {
 			setTOS(ep.bind.sockFD(), val[0])
 		}
-	case id.OptionReuseAddr:
+	case fabric.OptionReuseAddr:
 		on := val[0]|val[1]|val[2]|val[3] != 0
 		ep.opt.reuse = on
 		if ep.bind != nil {
@@ -513,39 +513,39 @@ func (ep *endpoint) SetOption(level id.OptionLevel, name id.OptionName, val []by
 			ep.bind.reuse = on && !ep.bind.listening
 			ep.f.ports.mu.Unlock()
 		}
-	case id.OptionAFOnly:
+	case fabric.OptionAFOnly:
 		ep.opt.afonly = val[0]|val[1]|val[2]|val[3] != 0
-	case id.OptionAckTimeout:
+	case fabric.OptionAckTimeout:
 		ep.opt.ack, ep.opt.ackOn = val[0], true
 	}
 	return nil
 }
 
-// Join implements id.Endpoint: UD ids join IP multicast groups (mcast.go).
+// Join implements fabric.Endpoint: UD ids join IP multicast groups (mcast.go).
 func (ep *endpoint) Join(uid uint64, group netip.Addr, sendOnly bool) error {
-	if ep.qp == id.UD {
+	if ep.qp == fabric.UD {
 		return ep.joinUD(uid, group, sendOnly)
 	}
 	return fmt.Errorf("soft: multicast: %w", syscall.ENOSYS)
 }
 
-// Leave implements id.Endpoint.
+// Leave implements fabric.Endpoint.
 func (ep *endpoint) Leave(group netip.Addr) error {
-	if ep.qp == id.UD {
+	if ep.qp == fabric.UD {
 		return ep.leaveUD(group)
 	}
 	return fmt.Errorf("soft: multicast: %w", syscall.ENOSYS)
 }
 
-// Notify implements id.Endpoint; soft QPs raise no asynchronous events the
+// Notify implements fabric.Endpoint; soft QPs raise no asynchronous events the
 // CM must hear of.
-func (ep *endpoint) Notify(id.AsyncEvent) error { return nil }
+func (ep *endpoint) Notify(fabric.AsyncEvent) error { return nil }
 
-// Query implements id.Endpoint.
-func (ep *endpoint) Query() (id.Route, error) {
+// Query implements fabric.Endpoint.
+func (ep *endpoint) Query() (fabric.Route, error) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	r := id.Route{Src: ep.local, Dst: ep.remote, Gateway: ep.gateway, MTU: ep.mtu}
+	r := fabric.Route{Src: ep.local, Dst: ep.remote, Gateway: ep.gateway, MTU: ep.mtu}
 	if ep.dev != nil {
 		r.Device, r.PortNum = ep.dev.info.Name, 1
 	}
@@ -585,7 +585,7 @@ func (ep *endpoint) destroyLocal() {
 	ep.f.mon.untrack(ep)
 }
 
-// Destroy implements id.Endpoint: queued events are dropped (requests queued
+// Destroy implements fabric.Endpoint: queued events are dropped (requests queued
 // on a listener are rejected), sockets are closed before it returns, and the
 // port is released.
 func (ep *endpoint) Destroy() error {
@@ -604,7 +604,7 @@ func (ep *endpoint) Destroy() error {
 	// channel (which made mass teardown quadratic): the id layer drops the
 	// events of a destroyed id when it takes them.
 	if uid != 0 && listened {
-		for _, r := range src.q.Extract(func(r *id.RawEvent) bool { return r.UID == uid }) {
+		for _, r := range src.q.Extract(func(r *fabric.RawEvent) bool { return r.UID == uid }) {
 			if r.Child != nil {
 				_ = r.Child.Reject(nil)
 				_ = r.Child.Destroy()
@@ -618,7 +618,7 @@ func (ep *endpoint) Destroy() error {
 	if lis != nil {
 		lis.l.call(lis.close)
 	}
-	if ep.qp == id.UD {
+	if ep.qp == fabric.UD {
 		ep.destroyUD()
 	}
 	ep.releasePD()

@@ -1,5 +1,10 @@
 package soft
 
+import (
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/internal/iwarp"
+)
+
 // SetPortRange makes f pick automatic TCP ports from low..high, starting
 // its scan at first(n) of the n ports, so tests can choose which port an
 // id gets.
@@ -15,3 +20,87 @@ func SetPortRange(f *Fabric, low, high int, first func(n int) int) {
 func SetHalfOpenLimits(f *Fabric, perSource, all int) {
 	f.halfOpenBounds = [2]int{perSource, all}
 }
+
+// FPDU encodes one FPDU as a peer would.
+func FPDU(h iwarp.Header, payload []byte, crc bool) []byte {
+	hdr, err := iwarp.AppendHeader(nil, &h)
+	if err != nil {
+		panic(err)
+	}
+	b, err := iwarp.AppendFPDU(nil, hdr, payload, crc)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// Accessors of internal state for the package's external tests (which drive
+// ids, so they cannot be in package soft: package id imports this one).
+
+// connOf returns the connection of an endpoint of a soft fabric.
+func connOf(ep fabric.Endpoint) *conn { return ep.(*endpoint).conn }
+
+// ConnCRC reports whether the connection of ep negotiated MPA CRC32c.
+func ConnCRC(ep fabric.Endpoint) bool { return connOf(ep).crc }
+
+// ConnORD returns the initiator depth (ORD) the connection of ep settled.
+func ConnORD(ep fabric.Endpoint) uint16 { return connOf(ep).ord }
+
+// ConnP2PRequested reports whether the MPA Request the connection of ep
+// received or sent asked for peer-to-peer mode.
+func ConnP2PRequested(ep fabric.Endpoint) bool { return connOf(ep).req.P2P }
+
+// OnConnLoop runs fn on the loop of the connection of ep, ordered with the
+// data path's work there, and returns when it has run.
+func OnConnLoop(ep fabric.Endpoint, fn func()) { connOf(ep).l.call(fn) }
+
+// SendStalled reports, on the connection's loop, whether the data path of
+// ep's connection still owes the peer bytes it cannot write (EPOLLOUT
+// armed, a message half sent).
+func SendStalled(ep fabric.Endpoint) bool {
+	c := connOf(ep)
+	var stalled bool
+	c.l.call(func() { stalled = c.out && c.dp != nil && c.dp.cur.kind != txNone })
+	return stalled
+}
+
+// PDHasSTag reports whether the protection domain of qp (a soft QP) still
+// knows the region named stag.
+func PDHasSTag(qp fabric.QP, stag uint32) bool { return qp.(*rcQP).pd.mrs.lookup(stag) != nil }
+
+// MonitorWatching returns how many ids f's address monitor watches and
+// whether the monitor runs.
+func MonitorWatching(f *Fabric) (int, bool) { return f.mon.watching() }
+
+// MonitorSharesRouteSocket reports whether f's address monitor shares the
+// route socket of f's routing lookups.
+func MonitorSharesRouteSocket(f *Fabric) bool { return f.mon.sharesRouteSocket() }
+
+// IdleState returns what an idle fabric may keep: its epoll loop and its
+// address monitor (nil when gone), as opaque values to compare.
+func IdleState(f *Fabric) (loop, monitor any) {
+	f.eng.mu.Lock()
+	l := f.eng.cur
+	f.eng.mu.Unlock()
+	f.mon.mu.Lock()
+	m := f.mon.cur
+	f.mon.mu.Unlock()
+	if l != nil {
+		loop = l
+	}
+	if m != nil {
+		monitor = m
+	}
+	return loop, monitor
+}
+
+// WaitLoopExit waits until f's loop goroutine, told to stop, has returned.
+func WaitLoopExit(f *Fabric) { f.eng.wait() }
+
+// RTRSTag is the STag of the zero-length RDMA Read or Write of an MPA
+// peer-to-peer RTR, which registrations never get.
+const RTRSTag = rtrSTag
+
+// MRValid reports whether the region m (of a soft fabric) is still valid:
+// not invalidated by a peer's Send with Invalidate, nor deregistered.
+func MRValid(m fabric.MR) bool { return m.(*mr).valid.Load() }

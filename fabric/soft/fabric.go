@@ -6,7 +6,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/evq"
 )
 
@@ -43,12 +43,13 @@ type options struct {
 type Option func(*options)
 
 // WithName registers the fabric under another name than "soft" (for
-// id.Register); useful for a second, differently configured instance.
+// fabric.Register); useful for a second, differently configured instance.
 func WithName(name string) Option { return func(o *options) { o.name = name } }
 
 // WithLogger sets the logger (zerolog.Nop by default). The fabric logs
 // anomalies only: protocol errors from peers at debug level, resource
-// exhaustion at warn level; never a line per event.
+// exhaustion at warn level; never a line per event. Entries carry
+// component=soft.
 func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.log = l } }
 
 // WithNetdevs limits the fabric's devices to these network interfaces; ids
@@ -95,9 +96,9 @@ func New(opts ...Option) *Fabric {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	f := &Fabric{opts: o, log: o.log}
+	f := &Fabric{opts: o, log: o.log.With().Str("component", "soft").Logger()}
 	f.mon.f = f
-	f.eng.log, f.eng.grace = o.log, o.idleGrace
+	f.eng.log, f.eng.grace = f.log, o.idleGrace
 	if o.netdevs != nil {
 		f.devs.filter = make(map[string]bool)
 		for _, n := range o.netdevs {
@@ -112,16 +113,16 @@ var std = New()
 // Default returns the fabric registered as "soft".
 func Default() *Fabric { return std }
 
-func init() { id.Register(std) }
+func init() { fabric.Register(std) }
 
-// Name implements id.Fabric.
+// Name implements fabric.Fabric.
 func (f *Fabric) Name() string { return f.opts.name }
 
-// Devices implements id.Fabric: one device per interface with an address.
-func (f *Fabric) Devices() ([]id.Device, error) { return f.devs.list() }
+// Devices implements fabric.Fabric: one device per interface with an address.
+func (f *Fabric) Devices() ([]fabric.Device, error) { return f.devs.list() }
 
-// Open implements id.Fabric.
-func (f *Fabric) Open() (id.EventSource, error) {
+// Open implements fabric.Fabric.
+func (f *Fabric) Open() (fabric.EventSource, error) {
 	q, err := evq.New()
 	if err != nil {
 		return nil, err

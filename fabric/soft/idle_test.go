@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"net/netip"
@@ -7,26 +7,17 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
-
-// idleState is what an idle fabric may keep: its epoll loop and its address
-// monitor (with the route socket).
-func idleState(f *Fabric) (l *loop, mon *monitor) {
-	f.eng.mu.Lock()
-	l = f.eng.cur
-	f.eng.mu.Unlock()
-	f.mon.mu.Lock()
-	mon = f.mon.cur
-	f.mon.mu.Unlock()
-	return l, mon
-}
 
 // connectOnce makes one connection from an id of f to addr and destroys
 // it, as a client making one connection at a time does.
-func connectOnce(t *testing.T, f *Fabric, addr netip.AddrPort) {
+func connectOnce(t *testing.T, f *soft.Fabric, addr netip.AddrPort) {
 	t.Helper()
-	cm, err := id.Create(nil, nil, id.PSTCP, id.WithFabric(f))
+	cm, err := id.Create(nil, nil, fabric.PSTCP, id.WithFabric(f))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +45,7 @@ func connectOnce(t *testing.T, f *Fabric, addr netip.AddrPort) {
 // nothing of the fabric is left.
 func TestIdleGrace(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
-	srvFab := New(WithName("idle-srv"))
+	srvFab := soft.New(soft.WithName("idle-srv"))
 	srvCh := newRCChan(t, srvFab)
 	lis := listen(t, srvCh)
 	addr := lis.LocalAddr()
@@ -66,10 +57,10 @@ func TestIdleGrace(t *testing.T) {
 			if !ok {
 				return
 			}
-			if ev.Type == id.EventConnectRequest {
+			if ev.Type == fabric.EventConnectRequest {
 				_ = ev.ID.Accept(nil)
 			}
-			if ev.Type == id.EventDisconnected {
+			if ev.Type == fabric.EventDisconnected {
 				_ = ev.ID.Destroy()
 			}
 		}
@@ -81,27 +72,27 @@ func TestIdleGrace(t *testing.T) {
 		srvFab.Quiesce()
 	}
 	defer func() {
-		if lis.State() != id.StateDestroyed {
+		if lis.State() != journal.StateDestroyed {
 			stopServer()
 		}
 	}()
 
 	t.Run("kept within the grace period", func(t *testing.T) {
-		f := New(WithName("idle-long"), WithIdleGrace(time.Hour))
+		f := soft.New(soft.WithName("idle-long"), soft.WithIdleGrace(time.Hour))
 		before := countFDs(t)
 		connectOnce(t, f, addr)
-		l1, m1 := idleState(f)
+		l1, m1 := soft.IdleState(f)
 		if l1 == nil || m1 == nil {
 			t.Fatalf("right after the connection: loop %v, monitor %v; want both kept", l1 != nil, m1 != nil)
 		}
 		for k := 0; k < 3; k++ {
 			connectOnce(t, f, addr)
-			if l, m := idleState(f); l != l1 || m != m1 {
+			if l, m := soft.IdleState(f); l != l1 || m != m1 {
 				t.Fatalf("connection %d restarted the loop (%v) or the monitor (%v)", k+2, l != l1, m != m1)
 			}
 		}
 		f.Quiesce()
-		if l, m := idleState(f); l != nil || m != nil {
+		if l, m := soft.IdleState(f); l != nil || m != nil {
 			t.Fatalf("after Quiesce: loop %v, monitor %v", l != nil, m != nil)
 		}
 		// The server side (same process) closes its sockets on its own
@@ -116,11 +107,11 @@ func TestIdleGrace(t *testing.T) {
 	})
 
 	t.Run("stopped after the grace period", func(t *testing.T) {
-		f := New(WithName("idle-short"), WithIdleGrace(50*time.Millisecond))
+		f := soft.New(soft.WithName("idle-short"), soft.WithIdleGrace(50*time.Millisecond))
 		connectOnce(t, f, addr)
 		deadline := time.Now().Add(5 * time.Second)
 		for {
-			l, m := idleState(f)
+			l, m := soft.IdleState(f)
 			if l == nil && m == nil {
 				break
 			}
@@ -129,16 +120,16 @@ func TestIdleGrace(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
-		f.eng.wait() // the loop goroutine has returned
+		soft.WaitLoopExit(f) // the loop goroutine has returned
 	})
 
 	t.Run("no grace", func(t *testing.T) {
-		f := New(WithName("idle-none"), WithIdleGrace(0))
+		f := soft.New(soft.WithName("idle-none"), soft.WithIdleGrace(0))
 		connectOnce(t, f, addr)
-		if _, m := idleState(f); m != nil {
+		if _, m := soft.IdleState(f); m != nil {
 			t.Fatal("monitor kept with no grace period")
 		}
-		f.eng.wait() // returns: the loop was told to stop with its last socket
+		soft.WaitLoopExit(f) // returns: the loop was told to stop with its last socket
 	})
 	stopServer()
 	goleak.VerifyNone(t, ignore)

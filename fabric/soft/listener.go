@@ -108,7 +108,7 @@ func (s *listener) makeRoom(l func() *list.List, n int) {
 		if c.inPool == nil {
 			continue // its Request came (or it closed)
 		}
-		s.f.log.Debug().Int("fd", c.fd).Stringer("from", c.src).Msg("soft: connection without MPA Request evicted")
+		s.f.log.Debug().Int("fd", c.fd).Stringer("from", c.src).Msg("connection without MPA Request evicted")
 		c.closeNow()
 	}
 }
@@ -116,7 +116,7 @@ func (s *listener) makeRoom(l func() *list.List, n int) {
 func (s *listener) start() {
 	gen, err := s.l.register(s.fd, poll.In, s)
 	if err != nil {
-		s.f.log.Error().Err(err).Int("fd", s.fd).Msg("soft: register listener")
+		s.f.log.Error().Err(err).Int("fd", s.fd).Msg("register listener")
 		return
 	}
 	s.gen = gen
@@ -136,7 +136,7 @@ func (s *listener) onEvents(uint32) {
 			s.backoff(err)
 			return
 		default:
-			s.f.log.Warn().Err(err).Int("fd", s.fd).Msg("soft: accept")
+			s.f.log.Warn().Err(err).Int("fd", s.fd).Msg("accept")
 			return
 		}
 		src := sourceOf(addrPortOf(sa))
@@ -175,7 +175,7 @@ func (s *listener) backoff(err error) {
 		return
 	}
 	s.paused = true
-	s.f.log.Warn().Err(err).Int("fd", s.fd).Msg("soft: accept backoff")
+	s.f.log.Warn().Err(err).Int("fd", s.fd).Msg("accept backoff")
 	_ = s.l.modify(s.fd, s.gen, 0)
 	time.AfterFunc(100*time.Millisecond, func() {
 		s.l.post(func() {

@@ -75,7 +75,7 @@ func (l *loop) post(fn func()) bool {
 	l.tasks = append(l.tasks, fn)
 	l.mu.Unlock()
 	if err := l.waker.Wake(); err != nil {
-		l.log.Error().Err(err).Msg("soft: wake loop")
+		l.log.Error().Err(err).Msg("wake loop")
 	}
 	return true
 }
@@ -111,7 +111,7 @@ func (l *loop) unregister(fd int) {
 	}
 	delete(l.regs, int32(fd))
 	if err := l.poller.Delete(fd); err != nil {
-		l.log.Warn().Err(err).Int("fd", fd).Msg("soft: epoll delete")
+		l.log.Warn().Err(err).Int("fd", fd).Msg("epoll delete")
 	}
 }
 
@@ -132,7 +132,7 @@ func (l *loop) run() {
 		}
 		timeout = 0
 		if err != nil {
-			l.log.Error().Err(err).Msg("soft: epoll wait")
+			l.log.Error().Err(err).Msg("epoll wait")
 			continue
 		}
 		for k := 0; k < n; k++ {

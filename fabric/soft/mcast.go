@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/sidr"
 	"github.com/cmrt/cmrt/poll"
 )
@@ -157,12 +157,12 @@ func (ep *endpoint) joinUD(uid uint64, group netip.Addr, sendOnly bool) error {
 		ep.ud.joins = make(map[netip.Addr]*mcJoin)
 	}
 	ep.ud.joins[group] = j
-	r := id.RawEvent{UID: uid, Type: id.EventMulticastJoin, Group: group}
+	r := fabric.RawEvent{UID: uid, Type: fabric.EventMulticastJoin, Group: group}
 	if err != nil {
-		r.Type, r.Status = id.EventMulticastError, -int32(errnoOf(err))
-		ep.f.log.Debug().Err(err).Stringer("group", group).Msg("soft: multicast join failed")
+		r.Type, r.Status = fabric.EventMulticastError, -int32(errnoOf(err))
+		ep.f.log.Debug().Err(err).Stringer("group", group).Msg("multicast join failed")
 	} else {
-		r.QPNum, r.QKey = sidr.MulticastQPN, id.UDPQKey
+		r.QPNum, r.QKey = sidr.MulticastQPN, fabric.UDPQKey
 		r.AH = udAH(group, port, 1, 0)
 	}
 	_ = ep.src.q.Push(&r)
@@ -189,7 +189,7 @@ func (j *mcJoin) start() {
 	}
 	gen, err := j.l.register(j.fd, poll.In, j)
 	if err != nil {
-		j.ep.f.log.Error().Err(err).Int("fd", j.fd).Msg("soft: register multicast socket")
+		j.ep.f.log.Error().Err(err).Int("fd", j.fd).Msg("register multicast socket")
 		return
 	}
 	j.gen = gen

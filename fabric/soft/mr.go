@@ -29,7 +29,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // mr is a registered memory region. Tagged offsets from a peer are checked
@@ -39,18 +39,18 @@ type mr struct {
 	pd     *pd
 	stag   uint32
 	addr   uint64
-	access id.Access
+	access fabric.Access
 	// valid: usable for local and remote access (registered and not
 	// invalidated). registered: in its pd's table, valid or invalidated.
 	valid      atomic.Bool
 	registered atomic.Bool
 }
 
-func (m *mr) Bytes() []byte     { return m.buf }
-func (m *mr) LKey() uint32      { return m.stag }
-func (m *mr) RKey() uint32      { return m.stag }
-func (m *mr) Addr() uint64      { return m.addr }
-func (m *mr) Access() id.Access { return m.access }
+func (m *mr) Bytes() []byte         { return m.buf }
+func (m *mr) LKey() uint32          { return m.stag }
+func (m *mr) RKey() uint32          { return m.stag }
+func (m *mr) Addr() uint64          { return m.addr }
+func (m *mr) Access() fabric.Access { return m.access }
 
 // contains reports whether b lies within the region.
 func (m *mr) contains(b []byte) bool {
@@ -61,7 +61,7 @@ func (m *mr) contains(b []byte) bool {
 }
 
 // remote reports whether the region grants a peer any access.
-func (m *mr) remote() bool { return m.access&(id.AccessRemoteRead|id.AccessRemoteWrite) != 0 }
+func (m *mr) remote() bool { return m.access&(fabric.AccessRemoteRead|fabric.AccessRemoteWrite) != 0 }
 
 // maxRegions is how many regions a pd holds: every index but 0.
 const maxRegions = 1<<24 - 1
@@ -98,7 +98,7 @@ func (t *mrTable) permute(n uint64) uint32 {
 	return l<<12 | r
 }
 
-// seed keys the table with key, or with a random key when key is nil.
+// seedLocked keys the table with key, or with a random key when key is nil.
 // Called with mu held.
 func (t *mrTable) seedLocked(key []byte) error {
 	if key == nil {
@@ -116,7 +116,7 @@ func (t *mrTable) seedLocked(key []byte) error {
 }
 
 // reg registers buf with the given access in pd p.
-func (t *mrTable) reg(p *pd, buf []byte, access id.Access) (*mr, error) {
+func (t *mrTable) reg(p *pd, buf []byte, access fabric.Access) (*mr, error) {
 	if len(buf) == 0 {
 		return nil, fmt.Errorf("soft: register an empty buffer: %w", syscall.EINVAL)
 	}
@@ -206,8 +206,8 @@ type pd struct {
 	mrs mrTable
 }
 
-// RegMR implements id.PD.
-func (p *pd) RegMR(buf []byte, access id.Access) (id.MR, error) {
+// RegMR implements fabric.PD.
+func (p *pd) RegMR(buf []byte, access fabric.Access) (fabric.MR, error) {
 	m, err := p.mrs.reg(p, buf, access)
 	if err != nil {
 		return nil, err
@@ -215,12 +215,12 @@ func (p *pd) RegMR(buf []byte, access id.Access) (id.MR, error) {
 	return m, nil
 }
 
-// DeregMR implements id.PD: the region is invalidated, then the loops that
+// DeregMR implements fabric.PD: the region is invalidated, then the loops that
 // move the endpoint's data finish what they are doing. When it returns no
 // peer reads or writes a byte of the region (a Read Response or a message
 // cut short by it ends the connection with a Terminate), and work requests
 // posted on it and not yet started complete with WCLocProtErr.
-func (p *pd) DeregMR(x id.MR) error {
+func (p *pd) DeregMR(x fabric.MR) error {
 	m, err := p.region(x)
 	if err != nil {
 		return err
@@ -235,7 +235,7 @@ func (p *pd) DeregMR(x id.MR) error {
 // region returns the region of this pd that x is: valid or invalidated
 // (a work request on an invalidated one completes with WCLocProtErr, as
 // with verbs), but registered.
-func (p *pd) region(x id.MR) (*mr, error) {
+func (p *pd) region(x fabric.MR) (*mr, error) {
 	m, ok := x.(*mr)
 	if !ok || m == nil || m.pd != p || !m.registered.Load() {
 		return nil, einval("memory region not registered in this protection domain")
@@ -285,9 +285,9 @@ func (ep *endpoint) onDeviceLocked() bool {
 	return ep.dev != nil || (ep.local.IsValid() && !ep.local.Addr().IsUnspecified())
 }
 
-// PD implements id.PDEndpoint: the id's protection domain, once the id is
+// PD implements fabric.PDEndpoint: the id's protection domain, once the id is
 // bound to a device (as librdmacm sets id->pd); EINVAL before.
-func (ep *endpoint) PD() (id.PD, error) {
+func (ep *endpoint) PD() (fabric.PD, error) {
 	ep.mu.Lock()
 	bound := ep.onDeviceLocked()
 	ep.mu.Unlock()

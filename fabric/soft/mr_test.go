@@ -3,10 +3,11 @@ package soft
 import (
 	"crypto/aes"
 	"encoding/binary"
+	"errors"
 	"syscall"
 	"testing"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // unpermute inverts mrTable.permute: the registration number whose index
@@ -28,8 +29,8 @@ func newTestPD(tb testing.TB) *pd {
 }
 
 func mustReg(tb testing.TB, p interface {
-	RegMR([]byte, id.Access) (id.MR, error)
-}, buf []byte, a id.Access) *mr {
+	RegMR([]byte, fabric.Access) (fabric.MR, error)
+}, buf []byte, a fabric.Access) *mr {
 	tb.Helper()
 	x, err := p.RegMR(buf, a)
 	if err != nil {
@@ -72,31 +73,31 @@ func TestSTagReserved(t *testing.T) {
 // registrations and its regions are invalid.
 func TestPDRegions(t *testing.T) {
 	p, q := newTestPD(t), newTestPD(t)
-	m := mustReg(t, p, make([]byte, 8), id.AccessRemoteRead)
-	if _, err := q.region(m); !isErrno(err, syscall.EINVAL) {
+	m := mustReg(t, p, make([]byte, 8), fabric.AccessRemoteRead)
+	if _, err := q.region(m); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("region of another domain: %v", err)
 	}
-	if err := q.DeregMR(m); !isErrno(err, syscall.EINVAL) {
+	if err := q.DeregMR(m); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("dereg in another domain: %v", err)
 	}
 	if q.mrs.lookup(m.stag) != nil {
 		t.Fatal("STag found in another domain")
 	}
-	if _, err := p.RegMR(nil, 0); !isErrno(err, syscall.EINVAL) {
+	if _, err := p.RegMR(nil, 0); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("empty buffer: %v", err)
 	}
 	if err := p.DeregMR(m); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.DeregMR(m); !isErrno(err, syscall.EINVAL) {
+	if err := p.DeregMR(m); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("second dereg: %v", err)
 	}
-	m = mustReg(t, p, make([]byte, 8), id.AccessRemoteRead)
+	m = mustReg(t, p, make([]byte, 8), fabric.AccessRemoteRead)
 	p.mrs.close()
 	if m.valid.Load() || p.mrs.lookup(m.stag) != nil {
 		t.Fatal("region valid after its domain was released")
 	}
-	if _, err := p.RegMR(make([]byte, 8), 0); !isErrno(err, syscall.EINVAL) {
+	if _, err := p.RegMR(make([]byte, 8), 0); !errors.Is(err, syscall.EINVAL) {
 		t.Fatalf("registration in a released domain: %v", err)
 	}
 }

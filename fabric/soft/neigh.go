@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // Address resolution ends, as the kernel's rdma_resolve_addr does, only
@@ -46,7 +46,7 @@ func (f *Fabric) neighUsable(ri routeInfo) (usable, failed bool) {
 	case errors.Is(err, syscall.ENOENT):
 		return false, true
 	case err != nil:
-		f.log.Debug().Err(err).Stringer("nexthop", ri.nexthop).Msg("soft: neighbour unreadable, not waiting for it")
+		f.log.Debug().Err(err).Stringer("nexthop", ri.nexthop).Msg("neighbour unreadable, not waiting for it")
 		return true, false
 	}
 	return n.State.Valid(), n.State&unix.NUD_FAILED != 0
@@ -104,11 +104,11 @@ func (w *neighWait) poll() {
 	switch {
 	case usable:
 		ep.addrResolved = true
-		r := id.RawEvent{Type: id.EventAddrResolved}
+		r := fabric.RawEvent{Type: fabric.EventAddrResolved}
 		ep.emitLocked(&r)
 	case !time.Now().Before(w.deadline):
-		ep.f.log.Debug().Stringer("nexthop", w.ri.nexthop).Msg("soft: next hop unresolved")
-		r := id.RawEvent{Type: id.EventAddrError, Status: -int32(syscall.ETIMEDOUT)}
+		ep.f.log.Debug().Stringer("nexthop", w.ri.nexthop).Msg("next hop unresolved")
+		r := fabric.RawEvent{Type: fabric.EventAddrError, Status: -int32(syscall.ETIMEDOUT)}
 		ep.emitLocked(&r)
 	default:
 		if failed {

@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"net/netip"
@@ -9,7 +9,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/netlink"
 )
 
@@ -33,12 +36,12 @@ func TestResolveWaitsForNeighbour(t *testing.T) {
 	ip("addr", "add", "10.66.0.1/24", "dev", "rv0")
 	ip("neigh", "replace", "10.66.0.7", "lladdr", "02:00:00:00:00:07", "dev", "rv0", "nud", "permanent")
 
-	f := New(WithIdleGrace(0))
+	f := soft.New(soft.WithIdleGrace(0))
 	ch := newRCChan(t, f)
 	defer ch.src.Close()
 	resolve := func(dst string, timeout time.Duration) (*id.ID, time.Time) {
 		t.Helper()
-		cm, err := id.Create(ch, nil, id.PSTCP)
+		cm, err := id.Create(ch, nil, fabric.PSTCP)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +57,7 @@ func TestResolveWaitsForNeighbour(t *testing.T) {
 	cm, start := resolve("10.66.0.5:7471", timeout)
 	ev, ok := ch.nextEv(5 * time.Second)
 	took := time.Since(start)
-	if !ok || ev.Type != id.EventAddrError || ev.Status != -int(syscall.ETIMEDOUT) {
+	if !ok || ev.Type != fabric.EventAddrError || ev.Status != -int(syscall.ETIMEDOUT) {
 		t.Fatalf("unanswered next hop: %v %+v, want ADDR_ERROR %d", ok, ev, -int(syscall.ETIMEDOUT))
 	}
 	if took < timeout || took > timeout+time.Second {
@@ -74,7 +77,7 @@ func TestResolveWaitsForNeighbour(t *testing.T) {
 	if err != nil || n.State&(unix.NUD_INCOMPLETE|unix.NUD_FAILED) == 0 {
 		t.Errorf("the kernel's entry for 10.66.0.5: %+v (%s), %v; want it asked for (incomplete or failed)", n, n.State, err)
 	}
-	if s := cm.State(); s != id.StateAddrBound && s != id.StateIdle {
+	if s := cm.State(); s != journal.StateAddrBound && s != journal.StateIdle {
 		t.Errorf("state %s after ADDR_ERROR", s)
 	}
 	_ = cm.Destroy()
@@ -83,7 +86,7 @@ func TestResolveWaitsForNeighbour(t *testing.T) {
 	for _, dst := range []string{"10.66.0.7:7471", "10.66.0.1:7471"} {
 		cm, start := resolve(dst, time.Minute)
 		ev, ok := ch.nextEv(5 * time.Second)
-		if !ok || ev.Type != id.EventAddrResolved {
+		if !ok || ev.Type != fabric.EventAddrResolved {
 			t.Fatalf("%s: %v %+v, want ADDR_RESOLVED", dst, ok, ev)
 		}
 		if took := time.Since(start); took > 500*time.Millisecond {

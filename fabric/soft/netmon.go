@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/netlink"
 )
 
@@ -208,7 +208,7 @@ func (n *netmon) watching() (int, bool) {
 func (n *netmon) startLocked() *monitor {
 	m, err := netlink.Subscribe(context.Background(), netlink.GroupLink, netlink.GroupIPv4Addr, netlink.GroupIPv6Addr)
 	if err != nil {
-		n.f.log.Warn().Err(err).Msg("soft: address monitor unavailable: no ADDR_CHANGE or DEVICE_REMOVAL events")
+		n.f.log.Warn().Err(err).Msg("address monitor unavailable: no ADDR_CHANGE or DEVICE_REMOVAL events")
 		return nil
 	}
 	mon := &monitor{m: m, done: make(chan struct{})}
@@ -226,10 +226,10 @@ func (n *netmon) run(mon *monitor) {
 			return
 		case errors.Is(err, netlink.ErrOverrun):
 			// Changes were lost: compare every watched id with the host.
-			n.f.log.Warn().Err(err).Msg("soft: address monitor overrun, resyncing")
+			n.f.log.Warn().Err(err).Msg("address monitor overrun, resyncing")
 			n.check()
 		case err != nil:
-			n.f.log.Warn().Err(err).Msg("soft: address monitor")
+			n.f.log.Warn().Err(err).Msg("address monitor")
 			time.Sleep(100 * time.Millisecond) // no busy loop on a persistent error
 		case ch.Kind == netlink.AddrRemoved, ch.Kind == netlink.LinkRemoved, ch.Kind == netlink.AddrAdded:
 			// AddrAdded re-arms ADDR_CHANGE for an address that came back.
@@ -269,7 +269,7 @@ func (t *deviceTable) snapshot() (hostView, error) {
 func (n *netmon) check() {
 	v, err := n.f.devs.snapshot()
 	if err != nil {
-		n.f.log.Warn().Err(err).Msg("soft: address monitor: list interfaces")
+		n.f.log.Warn().Err(err).Msg("address monitor: list interfaces")
 		return
 	}
 	n.mu.Lock()
@@ -305,17 +305,17 @@ func (n *netmon) checkOne(ep *endpoint, w *watch, v *hostView) *conn {
 	addrGone := specific && !v.addrs[a]
 	switch {
 	case devGone:
-		r := id.RawEvent{Type: id.EventDeviceRemoval}
+		r := fabric.RawEvent{Type: fabric.EventDeviceRemoval}
 		ep.emitLocked(&r)
 		// The id reports nothing more (no DISCONNECTED, no connection
 		// outcome): it must be destroyed.
 		ep.removed, ep.discReported = true, true
-		n.f.log.Debug().Stringer("addr", a).Uint64("uid", ep.uid).Msg("soft: device removed")
+		n.f.log.Debug().Stringer("addr", a).Uint64("uid", ep.uid).Msg("device removed")
 		return ep.conn
 	case addrGone && w.addrGone.CompareAndSwap(false, true):
-		r := id.RawEvent{Type: id.EventAddrChange}
+		r := fabric.RawEvent{Type: fabric.EventAddrChange}
 		ep.emitLocked(&r)
-		n.f.log.Debug().Stringer("addr", a).Uint64("uid", ep.uid).Msg("soft: address removed")
+		n.f.log.Debug().Stringer("addr", a).Uint64("uid", ep.uid).Msg("address removed")
 	case !addrGone:
 		w.addrGone.Store(false)
 	}

@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"context"
@@ -12,75 +12,69 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // TestNetmonLifetime checks that, with no grace period, the address monitor
 // and the shared route socket exist exactly while an id is bound: an idle
 // fabric holds no subscription, no socket and no goroutine.
 func TestNetmonLifetime(t *testing.T) {
-	f := New(WithIdleGrace(0))
+	f := soft.New(soft.WithIdleGrace(0))
 	ch := newRCChan(t, f)
 	defer ch.src.Close()
-	if n, on := f.mon.watching(); n != 0 || on {
+	if n, on := soft.MonitorWatching(f); n != 0 || on {
 		t.Fatalf("idle fabric watches %d ids, monitor running %v", n, on)
 	}
 	before := countFDs(t)
-	a, err := id.Create(ch, nil, id.PSTCP)
+	a, err := id.Create(ch, nil, fabric.PSTCP)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n, on := f.mon.watching(); n != 0 || on {
+	if n, on := soft.MonitorWatching(f); n != 0 || on {
 		t.Fatalf("unbound id watched (%d, %v)", n, on)
 	}
 	if err := a.Bind(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
 		t.Fatal(err)
 	}
-	b, err := id.Create(ch, nil, id.PSTCP)
+	b, err := id.Create(ch, nil, fabric.PSTCP)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := b.Bind(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
 		t.Fatal(err)
 	}
-	if n, on := f.mon.watching(); n != 2 || !on || !f.mon.sharesRouteSocket() {
-		t.Fatalf("two bound ids: watching %d, monitor running %v, route socket %v", n, on, f.mon.sharesRouteSocket())
+	if n, on := soft.MonitorWatching(f); n != 2 || !on || !soft.MonitorSharesRouteSocket(f) {
+		t.Fatalf("two bound ids: watching %d, monitor running %v, route socket %v", n, on, soft.MonitorSharesRouteSocket(f))
 	}
 	// Resolution uses the shared socket: no descriptor more or less.
 	during := countFDs(t)
 	if err := a.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("127.0.0.1:7471"), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, id.EventAddrResolved)
+	ch.want(t, fabric.EventAddrResolved)
 	if n := countFDs(t); n != during {
 		t.Errorf("descriptors: %d while bound, %d after a resolution", during, n)
 	}
 	if err := a.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	if n, on := f.mon.watching(); n != 1 || !on {
+	if n, on := soft.MonitorWatching(f); n != 1 || !on {
 		t.Fatalf("one bound id left: watching %d, monitor running %v", n, on)
 	}
 	if err := b.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	if n, on := f.mon.watching(); n != 0 || on || f.mon.sharesRouteSocket() {
-		t.Fatalf("after the last destroy: watching %d, monitor running %v, route socket %v", n, on, f.mon.sharesRouteSocket())
+	if n, on := soft.MonitorWatching(f); n != 0 || on || soft.MonitorSharesRouteSocket(f) {
+		t.Fatalf("after the last destroy: watching %d, monitor running %v, route socket %v", n, on, soft.MonitorSharesRouteSocket(f))
 	}
 	f.Quiesce()
 	if after := countFDs(t); after != before {
 		t.Errorf("descriptors: %d before, %d after", before, after)
 	}
 	goleak.VerifyNone(t, goleak.IgnoreCurrent())
-}
-
-func countFDs(t testing.TB) int {
-	t.Helper()
-	ents, err := os.ReadDir("/proc/self/fd")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return len(ents)
 }
 
 const netmonChildEnv = "CMRT_SOFT_NETMON_NETNS"
@@ -107,11 +101,11 @@ func TestNetmonEvents(t *testing.T) {
 	ip("link", "set", "nm2", "up")
 	ip("addr", "add", "10.98.0.1/24", "dev", "nm2")
 
-	f := New()
+	f := soft.New()
 	ch := newRCChan(t, f)
 	bind := func(a string) *id.ID {
 		t.Helper()
-		i, err := id.Create(ch, nil, id.PSTCP)
+		i, err := id.Create(ch, nil, fabric.PSTCP)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,25 +126,25 @@ func TestNetmonEvents(t *testing.T) {
 	if err := cli.ResolveAddr(netip.AddrPort{}, lis.LocalAddr(), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, id.EventAddrResolved)
+	ch.want(t, fabric.EventAddrResolved)
 	if err := cli.ResolveRoute(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, id.EventRouteResolved)
-	if err := cli.Connect(&id.ConnParam{}); err != nil {
+	ch.want(t, fabric.EventRouteResolved)
+	if err := cli.Connect(&fabric.ConnParam{}); err != nil {
 		t.Fatal(err)
 	}
-	srv := ch.want(t, id.EventConnectRequest).ID
+	srv := ch.want(t, fabric.EventConnectRequest).ID
 	if err := srv.Accept(nil); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, id.EventEstablished)
-	ch.want(t, id.EventEstablished)
+	ch.want(t, fabric.EventEstablished)
+	ch.want(t, fabric.EventEstablished)
 
 	// got collects the next n events by id.
-	got := func(n int) map[*id.ID][]id.EventType {
+	got := func(n int) map[*id.ID][]fabric.EventType {
 		t.Helper()
-		m := map[*id.ID][]id.EventType{}
+		m := map[*id.ID][]fabric.EventType{}
 		for k := 0; k < n; k++ {
 			ev, ok := ch.nextEv(5 * time.Second)
 			if !ok {
@@ -160,7 +154,7 @@ func TestNetmonEvents(t *testing.T) {
 		}
 		return m
 	}
-	one := func(m map[*id.ID][]id.EventType, i *id.ID, name string, want id.EventType) {
+	one := func(m map[*id.ID][]fabric.EventType, i *id.ID, name string, want fabric.EventType) {
 		t.Helper()
 		if evs := m[i]; len(evs) != 1 || evs[0] != want {
 			t.Errorf("%s: events %v, want [%s]", name, evs, want)
@@ -177,7 +171,7 @@ func TestNetmonEvents(t *testing.T) {
 		i    *id.ID
 		name string
 	}{{idB, "bound id"}, {lis, "listener"}, {cli, "client"}, {srv, "passive id"}} {
-		one(m, c.i, c.name, id.EventAddrChange)
+		one(m, c.i, c.name, fabric.EventAddrChange)
 	}
 	ch.none(t, 200*time.Millisecond)
 
@@ -190,20 +184,20 @@ func TestNetmonEvents(t *testing.T) {
 		i    *id.ID
 		name string
 	}{{idA, "bound id"}, {idB, "bound id on the earlier address"}, {lis, "listener"}, {cli, "client"}, {srv, "passive id"}} {
-		one(m, c.i, c.name, id.EventDeviceRemoval)
+		one(m, c.i, c.name, fabric.EventDeviceRemoval)
 	}
 	// The connection was closed, but neither side reports DISCONNECTED
 	// after DEVICE_REMOVAL.
 	ch.none(t, 300*time.Millisecond)
 	for _, i := range []*id.ID{cli, srv} {
-		if s := i.State(); s != id.StateDeviceRemoval {
+		if s := i.State(); s != journal.StateDeviceRemoval {
 			t.Errorf("id %d in state %s, want DEVICE_REMOVAL", i.Handle(), s)
 		}
 	}
 
 	// Deleting a link removes its device.
 	ip("link", "del", "nm2")
-	one(got(1), idX, "id on a deleted link", id.EventDeviceRemoval)
+	one(got(1), idX, "id on a deleted link", fabric.EventDeviceRemoval)
 
 	for _, i := range []*id.ID{idA, idB, idX, cli, srv, lis} {
 		if err := i.Destroy(); err != nil {
@@ -212,7 +206,7 @@ func TestNetmonEvents(t *testing.T) {
 	}
 	_ = ch.src.Close()
 	f.Quiesce()
-	if n, on := f.mon.watching(); n != 0 || on {
+	if n, on := soft.MonitorWatching(f); n != 0 || on {
 		t.Errorf("after destroy and Quiesce: watching %d, monitor running %v", n, on)
 	}
 	goleak.VerifyNone(t, goleak.IgnoreCurrent())

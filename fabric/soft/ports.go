@@ -78,10 +78,11 @@ type portTable struct {
 	first     func(n int) int
 }
 
-// conflict returns the errno the kernel gives when b cannot share its port
-// with what holds it: EADDRNOTAVAIL when either address is a wildcard,
-// EADDRINUSE when both are the same address. reuse says whether b's
-// SO_REUSEADDR-like option counts (it does not when b starts listening).
+// conflictLocked returns the errno the kernel gives when b cannot share its
+// port with what holds it: EADDRNOTAVAIL when either address is a
+// wildcard, EADDRINUSE when both are the same address. reuse says whether
+// b's SO_REUSEADDR-like option counts (it does not when b starts
+// listening). Called with mu held.
 func (t *portTable) conflictLocked(b *binding, reuse bool) error {
 	for _, cur := range t.m[portKey{b.tr, b.addr.Port()}] {
 		if cur == b {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 const helperEnv = "CMRT_SOFT_TEST_HELPER"
@@ -93,12 +94,12 @@ func runHelper(role string) int {
 			}
 		}
 		// The journal shows the implicit bind, and folds to the same states.
-		if err := id.CheckJournal(id.DefaultJournal().Records()); err != nil {
+		if err := journal.Check(journal.Default().Records()); err != nil {
 			fmt.Println("journal:", err)
 		}
 		for _, cm := range []*id.ID{async, sync} {
-			recs := id.DefaultJournal().RecordsOf(cm.Handle())
-			if len(recs) < 3 || recs[1].Call != id.CallBind || recs[1].Status != 0 || recs[2].Call != id.CallResolveAddr || recs[2].Status != int32(syscall.ENETUNREACH) {
+			recs := journal.Default().RecordsOf(cm.Handle())
+			if len(recs) < 3 || recs[1].Call != journal.CallBind || recs[1].Status != 0 || recs[2].Call != journal.CallResolveAddr || recs[2].Status != int32(syscall.ENETUNREACH) {
 				fmt.Println("journal of the id:", recs)
 			}
 		}

@@ -2,4 +2,4 @@
 
 package soft
 
-const raceEnabled = false
+const RaceEnabled = false

@@ -2,6 +2,6 @@
 
 package soft
 
-// raceEnabled: the race detector makes sync.Pool drop items at random, so
+// RaceEnabled: the race detector makes sync.Pool drop items at random, so
 // allocation counts that rely on pools are not meaningful.
-const raceEnabled = true
+const RaceEnabled = true

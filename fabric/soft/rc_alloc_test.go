@@ -1,9 +1,10 @@
-package soft
+package soft_test
 
 import (
 	"testing"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 )
 
 // TestIDPostDoesNotAllocate: posting through the librdmacm-shaped methods
@@ -26,21 +27,21 @@ func TestIDPostDoesNotAllocate(t *testing.T) {
 		if err := p.srv.id.PostRecv(1, sbuf, sm); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.cli.id.PostSend(2, cbuf, cm, id.SendSignaled); err != nil {
+		if err := p.cli.id.PostSend(2, cbuf, cm, fabric.SendSignaled); err != nil {
 			t.Fatal(err)
 		}
-		if wc, err := p.srv.id.GetRecvComp(ctx); err != nil || wc.Status != id.WCSuccess {
+		if wc, err := p.srv.id.GetRecvComp(ctx); err != nil || wc.Status != fabric.WCSuccess {
 			t.Fatalf("recv %+v %v", wc, err)
 		}
-		if wc, err := p.cli.id.GetSendComp(ctx); err != nil || wc.Status != id.WCSuccess {
+		if wc, err := p.cli.id.GetSendComp(ctx); err != nil || wc.Status != fabric.WCSuccess {
 			t.Fatalf("send %+v %v", wc, err)
 		}
 	})
-	if allocs > 0 && !raceEnabled {
+	if allocs > 0 && !soft.RaceEnabled {
 		t.Fatalf("%.1f allocations per post/complete round", allocs)
 	}
 	_ = p.cli.id.Disconnect()
-	p.cliCh.want(t, id.EventDisconnected)
-	p.srvCh.want(t, id.EventDisconnected)
+	p.cliCh.want(t, fabric.EventDisconnected)
+	p.srvCh.want(t, fabric.EventDisconnected)
 	p.disconnect = false
 }

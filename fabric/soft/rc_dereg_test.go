@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/iwarp"
 )
@@ -23,14 +25,13 @@ import (
 // stallPeer is a raw peer connected to a Go server whose id has one
 // region, with a receive buffer small enough to stall the Go side.
 type stallPeer struct {
-	f    *Fabric
-	ch   *rcChan
-	lis  *id.ID
-	e    *rcEnd
-	c    *net.TCPConn
-	buf  []byte
-	m    id.MR
-	conn *conn
+	f   *soft.Fabric
+	ch  *rcChan
+	lis *id.ID
+	e   *rcEnd
+	c   *net.TCPConn
+	buf []byte
+	m   fabric.MR
 }
 
 const markerByte = 0xA5
@@ -38,9 +39,9 @@ const markerByte = 0xA5
 // termLocalWant is the Terminate of a stream cut for a local reason.
 var termLocalWant = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeCatastrophic, ECode: iwarp.RDMAPECodeUnspecified}
 
-func newStallPeer(t *testing.T, size int, access id.Access) *stallPeer {
+func newStallPeer(t *testing.T, size int, access fabric.Access) *stallPeer {
 	t.Helper()
-	s := &stallPeer{f: New(), buf: make([]byte, size)}
+	s := &stallPeer{f: soft.New(), buf: make([]byte, size)}
 	s.ch = newRCChan(t, s.f)
 	s.lis = listen(t, s.ch)
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
@@ -57,20 +58,19 @@ func newStallPeer(t *testing.T, size int, access id.Access) *stallPeer {
 	if _, err := s.c.Write(req); err != nil {
 		t.Fatal(err)
 	}
-	s.e = acceptNext(t, s.ch, id.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
+	s.e = acceptNext(t, s.ch, fabric.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
 		s.m = reg(tb, e, s.buf, access)
 	})
-	s.ch.want(t, id.EventEstablished)
+	s.ch.want(t, fabric.EventEstablished)
 	if _, extra := readMPA(t, s.c); len(extra) > 0 {
 		t.Fatalf("%d bytes glued to the MPA Reply", len(extra))
 	}
-	s.conn = s.e.id.Endpoint().(*endpoint).conn
 	return s
 }
 
 // onLoop runs fn on the server connection's loop (which orders it with
 // the data path's copies).
-func (s *stallPeer) onLoop(fn func()) { s.conn.l.call(fn) }
+func (s *stallPeer) onLoop(fn func()) { soft.OnConnLoop(s.e.id.Endpoint(), fn) }
 
 // waitStalled waits until the Go side can write no more to the peer while
 // it still owes it bytes.
@@ -78,9 +78,7 @@ func (s *stallPeer) waitStalled(t *testing.T) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		var stalled bool
-		s.onLoop(func() { stalled = s.conn.out && s.conn.dp != nil && s.conn.dp.cur.kind != txNone })
-		if stalled {
+		if soft.SendStalled(s.e.id.Endpoint()) {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -119,7 +117,7 @@ func (s *stallPeer) close(t *testing.T) {
 		_ = i.Destroy()
 	}
 	_ = s.ch.src.Close()
-	quiesce(t, s.f)
+	quiesceFabs(t, s.f)
 }
 
 // TestRCNoReadAfterRelease: the peer asks for a whole region by RDMA Read
@@ -131,9 +129,9 @@ func TestRCNoReadAfterRelease(t *testing.T) {
 	const size = 16 << 20
 	for _, how := range []string{"dereg", "destroy-qp"} {
 		t.Run(how, func(t *testing.T) {
-			s := newStallPeer(t, size, id.AccessRemoteRead)
+			s := newStallPeer(t, size, fabric.AccessRemoteRead)
 			defer s.close(t)
-			rr := fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
+			rr := soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
 				Read: iwarp.ReadRequest{SinkSTag: 0x4242, Size: size, SrcSTag: s.m.RKey(), SrcTO: s.m.Addr()}}, nil, false)
 			if _, err := s.c.Write(rr); err != nil {
 				t.Fatal(err)
@@ -165,7 +163,7 @@ func TestRCNoReadAfterRelease(t *testing.T) {
 			if term == nil || term.Layer != want.Layer || term.EType != want.EType || term.ECode != want.ECode {
 				t.Fatalf("Terminate %+v, want %+v", term, want)
 			}
-			s.ch.want(t, id.EventDisconnected)
+			s.ch.want(t, fabric.EventDisconnected)
 			t.Logf("%d of %d bytes read before %s", n, size, how)
 		})
 	}
@@ -177,11 +175,11 @@ func TestRCNoReadAfterRelease(t *testing.T) {
 // the stream ends with a Terminate.
 func TestRCNoSendAfterDereg(t *testing.T) {
 	const size = 16 << 20
-	for _, op := range []id.WROpcode{id.WRSend, id.WRWrite} {
+	for _, op := range []fabric.WROpcode{fabric.WRSend, fabric.WRWrite} {
 		t.Run(fmt.Sprint(op), func(t *testing.T) {
-			s := newStallPeer(t, size, id.AccessLocalWrite)
+			s := newStallPeer(t, size, fabric.AccessLocalWrite)
 			defer s.close(t)
-			wr := id.SendWR{WRID: 7, Opcode: op, Flags: id.SendSignaled, Buf: s.buf, MR: s.m, RKey: 0x4242}
+			wr := fabric.SendWR{WRID: 7, Opcode: op, Flags: fabric.SendSignaled, Buf: s.buf, MR: s.m, RKey: 0x4242}
 			if err := s.e.qp.PostSend(&wr); err != nil {
 				t.Fatal(err)
 			}
@@ -202,10 +200,10 @@ func TestRCNoSendAfterDereg(t *testing.T) {
 			if term == nil || term.Layer != termLocalWant.Layer || term.EType != termLocalWant.EType || term.ECode != termLocalWant.ECode {
 				t.Fatalf("Terminate %+v, want %+v", term, termLocalWant)
 			}
-			if wc := comp(t, s.e.qp.SendCQ()); wc.WRID != 7 || wc.Status != id.WCLocProtErr {
+			if wc := comp(t, s.e.qp.SendCQ()); wc.WRID != 7 || wc.Status != fabric.WCLocProtErr {
 				t.Fatalf("completion %+v, want a local protection error", wc)
 			}
-			s.ch.want(t, id.EventDisconnected)
+			s.ch.want(t, fabric.EventDisconnected)
 		})
 	}
 }
@@ -217,10 +215,10 @@ func TestRCNoWriteAfterRelease(t *testing.T) {
 	const size = 64 << 10
 	for _, how := range []string{"dereg", "destroy-qp"} {
 		t.Run(how, func(t *testing.T) {
-			s := newStallPeer(t, size, id.AccessLocalWrite|id.AccessRemoteWrite)
+			s := newStallPeer(t, size, fabric.AccessLocalWrite|fabric.AccessRemoteWrite)
 			defer s.close(t)
 			first := bytes.Repeat([]byte{'w'}, 1024)
-			seg := fpdu(iwarp.Header{Op: iwarp.OpWrite, STag: s.m.RKey(), TO: s.m.Addr()}, first, false)
+			seg := soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, STag: s.m.RKey(), TO: s.m.Addr()}, first, false)
 			if _, err := s.c.Write(seg); err != nil {
 				t.Fatal(err)
 			}
@@ -246,7 +244,7 @@ func TestRCNoWriteAfterRelease(t *testing.T) {
 			after := []byte("AFTER-QP-DESTROYED")
 			var rest []byte
 			for off := len(first); off+len(after) <= 4096; off += len(after) {
-				rest = append(rest, fpdu(iwarp.Header{Op: iwarp.OpWrite, STag: s.m.RKey(), TO: s.m.Addr() + uint64(off)}, after, false)...)
+				rest = append(rest, soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, STag: s.m.RKey(), TO: s.m.Addr() + uint64(off)}, after, false)...)
 			}
 			_, _ = s.c.Write(rest) // the connection may already be closed
 			_, _, term := s.drain(t)
@@ -257,7 +255,7 @@ func TestRCNoWriteAfterRelease(t *testing.T) {
 			if term == nil {
 				t.Fatal("no Terminate")
 			}
-			s.ch.want(t, id.EventDisconnected)
+			s.ch.want(t, fabric.EventDisconnected)
 		})
 	}
 }

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
 	"github.com/cmrt/cmrt/poll"
 )
@@ -17,10 +17,10 @@ type fuzzConn struct {
 	c    *conn
 	peer int
 	qp   *rcQP
-	src  id.EventSource
+	src  fabric.EventSource
 	l    *loop
 	bufs [][]byte
-	mrs  []id.MR
+	mrs  []fabric.MR
 }
 
 // fuzzSTagKey keys the fuzz connection's protection domain, so that its
@@ -34,7 +34,7 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	e, err := src.Create(1, id.PSTCP, id.RC)
+	e, err := src.Create(1, fabric.PSTCP, fabric.RC)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -51,7 +51,7 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 	if c.gen, err = l.register(c.fd, poll.In|poll.RDHup, c); err != nil {
 		tb.Fatal(err)
 	}
-	x, err := ep.createRCQP(&id.QPInitAttr{Cap: id.QPCap{MaxRecvWR: 4}})
+	x, err := ep.createRCQP(&fabric.QPInitAttr{Cap: fabric.QPCap{MaxRecvWR: 4}})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -62,7 +62,7 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	for k, a := range []id.Access{id.AccessLocalWrite, id.AccessLocalWrite | id.AccessRemoteWrite, id.AccessRemoteRead, rwAccess} {
+	for k, a := range []fabric.Access{fabric.AccessLocalWrite, fabric.AccessLocalWrite | fabric.AccessRemoteWrite, fabric.AccessRemoteRead, fabric.AccessLocalWrite | fabric.AccessRemoteRead | fabric.AccessRemoteWrite} {
 		b := make([]byte, 256<<k)
 		fc.bufs = append(fc.bufs, b)
 		m, err := fc.qp.RegMR(b, a)
@@ -70,11 +70,11 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 			tb.Fatal(err)
 		}
 		fc.mrs = append(fc.mrs, m)
-		if a&id.AccessLocalWrite != 0 {
-			_ = fc.qp.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: b[:64<<k], MR: m})
+		if a&fabric.AccessLocalWrite != 0 {
+			_ = fc.qp.PostRecv(&fabric.RecvWR{WRID: uint64(k), Buf: b[:64<<k], MR: m})
 		}
 	}
-	_ = fc.qp.PostRecv(&id.RecvWR{WRID: 9})
+	_ = fc.qp.PostRecv(&fabric.RecvWR{WRID: 9})
 	c.startDataPath(false, false, 0)
 	return fc
 }
@@ -95,19 +95,19 @@ func (fc *fuzzConn) close() {
 // must not panic or block, and the connection either consumes them or
 // closes.
 func FuzzRCReceive(f *testing.F) {
-	send := fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("hello"), false)
-	sendCRC := fpdu(iwarp.Header{Op: iwarp.OpSendSE, Last: true, MSN: 1}, []byte("hello"), true)
-	two := append(fpdu(iwarp.Header{Op: iwarp.OpSend, MSN: 1}, make([]byte, 40), false),
-		fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1, MO: 40}, make([]byte, 20), false)...)
+	send := FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("hello"), false)
+	sendCRC := FPDU(iwarp.Header{Op: iwarp.OpSendSE, Last: true, MSN: 1}, []byte("hello"), true)
+	two := append(FPDU(iwarp.Header{Op: iwarp.OpSend, MSN: 1}, make([]byte, 40), false),
+		FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1, MO: 40}, make([]byte, 20), false)...)
 	// The regions' STags and addresses, the same in every run.
 	probe := newFuzzConn(f, false)
 	wm, rm := probe.mrs[1], probe.mrs[2]
 	probe.close()
-	write := fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr()}, make([]byte, 32), false)
-	read := fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
+	write := FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr()}, make([]byte, 32), false)
+	read := FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
 		Read: iwarp.ReadRequest{SinkSTag: 5, Size: 100, SrcSTag: rm.RKey(), SrcTO: rm.Addr()}}, nil, false)
-	term := fpdu(iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: 1}, nil, false)
-	rresp := fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 1}, nil, false)
+	term := FPDU(iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: 1}, nil, false)
+	rresp := FPDU(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 1}, nil, false)
 	for _, s := range [][]byte{send, two, write, read, term, rresp, append(send, write...), append(read, read...)} {
 		f.Add(false, uint16(len(s)/2), s)
 	}
@@ -150,7 +150,7 @@ func TestFuzzConnSTags(t *testing.T) {
 		}
 	}
 	wm := a.mrs[1]
-	a.c.received(fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr() + 8}, []byte("placed"), false))
+	a.c.received(FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr() + 8}, []byte("placed"), false))
 	if a.c.state != csRTS || string(a.bufs[1][8:14]) != "placed" {
 		t.Fatalf("seed Write not placed (state %d)", a.c.state)
 	}

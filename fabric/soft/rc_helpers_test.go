@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"bytes"
@@ -12,16 +12,18 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
 
-// rcChan is an event channel over a fabric source, for tests in this
-// package (package channel imports it).
-type rcChan struct{ src id.EventSource }
+// rcChan is a bare event channel over a fabric source: the RC tests read
+// it with id.NextEvent and close the source themselves.
+type rcChan struct{ src fabric.EventSource }
 
-func (c *rcChan) Source() id.EventSource { return c.src }
+func (c *rcChan) Source() fabric.EventSource { return c.src }
 
-func newRCChan(t testing.TB, f *Fabric) *rcChan {
+func newRCChan(t testing.TB, f *soft.Fabric) *rcChan {
 	t.Helper()
 	src, err := f.Open()
 	if err != nil {
@@ -32,7 +34,7 @@ func newRCChan(t testing.TB, f *Fabric) *rcChan {
 
 // rcEvent is what tests keep of an event (the event itself is acked).
 type rcEvent struct {
-	Type   id.EventType
+	Type   fabric.EventType
 	ID     *id.ID
 	Status int
 }
@@ -51,7 +53,7 @@ func (c *rcChan) nextEv(d time.Duration) (rcEvent, bool) {
 }
 
 // want returns the next event, failing unless it has type t.
-func (c *rcChan) want(tb testing.TB, t id.EventType) rcEvent {
+func (c *rcChan) want(tb testing.TB, t fabric.EventType) rcEvent {
 	tb.Helper()
 	ev, ok := c.nextEv(10 * time.Second)
 	if !ok {
@@ -74,14 +76,14 @@ func (c *rcChan) none(tb testing.TB, d time.Duration) {
 // rcEnd is one side of a test connection.
 type rcEnd struct {
 	id *id.ID
-	qp id.QP
+	qp fabric.QP
 }
 
 // pairOpts configures rcPair.
 type pairOpts struct {
-	srvFab, cliFab *Fabric
-	attr           id.QPInitAttr
-	param          *id.ConnParam                 // client's; nil: IRD/ORD 4
+	srvFab, cliFab *soft.Fabric
+	attr           fabric.QPInitAttr
+	param          *fabric.ConnParam             // client's; nil: IRD/ORD 4
 	prepSrv        func(tb testing.TB, e *rcEnd) // after CreateQP, before accept
 	prepCli        func(tb testing.TB, e *rcEnd) // after CreateQP, before connect
 }
@@ -93,14 +95,14 @@ type rcPair struct {
 	cliCh      *rcChan
 	lis        *id.ID
 	srv, cli   *rcEnd
-	fabs       []*Fabric
+	fabs       []*soft.Fabric
 	keepSrvCh  bool
 	disconnect bool
 }
 
 func listen(tb testing.TB, ch *rcChan) *id.ID {
 	tb.Helper()
-	lis, err := id.Create(ch, nil, id.PSTCP)
+	lis, err := id.Create(ch, nil, fabric.PSTCP)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -115,20 +117,20 @@ func listen(tb testing.TB, ch *rcChan) *id.ID {
 
 // dial connects a new client id on ch to the listener's port, calling prep
 // between CreateQP and Connect. It waits for ROUTE_RESOLVED only.
-func dial(tb testing.TB, ch *rcChan, port uint16, attr id.QPInitAttr, param *id.ConnParam, prep func(testing.TB, *rcEnd)) *rcEnd {
+func dial(tb testing.TB, ch *rcChan, port uint16, attr fabric.QPInitAttr, param *fabric.ConnParam, prep func(testing.TB, *rcEnd)) *rcEnd {
 	tb.Helper()
-	cid, err := id.Create(ch, nil, id.PSTCP)
+	cid, err := id.Create(ch, nil, fabric.PSTCP)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	if err := cid.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), time.Second); err != nil {
 		tb.Fatal(err)
 	}
-	ch.want(tb, id.EventAddrResolved)
+	ch.want(tb, fabric.EventAddrResolved)
 	if err := cid.ResolveRoute(time.Second); err != nil {
 		tb.Fatal(err)
 	}
-	ch.want(tb, id.EventRouteResolved)
+	ch.want(tb, fabric.EventRouteResolved)
 	if err := cid.CreateQP(&attr); err != nil {
 		tb.Fatal(err)
 	}
@@ -137,7 +139,7 @@ func dial(tb testing.TB, ch *rcChan, port uint16, attr id.QPInitAttr, param *id.
 		prep(tb, e)
 	}
 	if param == nil {
-		param = &id.ConnParam{ResponderResources: 4, InitiatorDepth: 4}
+		param = &fabric.ConnParam{ResponderResources: 4, InitiatorDepth: 4}
 	}
 	if err := cid.Connect(param); err != nil {
 		tb.Fatal(err)
@@ -147,9 +149,9 @@ func dial(tb testing.TB, ch *rcChan, port uint16, attr id.QPInitAttr, param *id.
 
 // acceptNext takes the next CONNECT_REQUEST on ch, creates the QP, runs
 // prep and accepts.
-func acceptNext(tb testing.TB, ch *rcChan, attr id.QPInitAttr, prep func(testing.TB, *rcEnd)) *rcEnd {
+func acceptNext(tb testing.TB, ch *rcChan, attr fabric.QPInitAttr, prep func(testing.TB, *rcEnd)) *rcEnd {
 	tb.Helper()
-	ev := ch.want(tb, id.EventConnectRequest)
+	ev := ch.want(tb, fabric.EventConnectRequest)
 	if err := ev.ID.CreateQP(&attr); err != nil {
 		tb.Fatal(err)
 	}
@@ -166,18 +168,18 @@ func acceptNext(tb testing.TB, ch *rcChan, attr id.QPInitAttr, prep func(testing
 func newPair(tb testing.TB, o pairOpts) *rcPair {
 	tb.Helper()
 	if o.srvFab == nil {
-		o.srvFab = New()
+		o.srvFab = soft.New()
 	}
 	if o.cliFab == nil {
 		o.cliFab = o.srvFab
 	}
-	p := &rcPair{tb: tb, fabs: []*Fabric{o.srvFab, o.cliFab}}
+	p := &rcPair{tb: tb, fabs: []*soft.Fabric{o.srvFab, o.cliFab}}
 	p.srvCh, p.cliCh = newRCChan(tb, o.srvFab), newRCChan(tb, o.cliFab)
 	p.lis = listen(tb, p.srvCh)
 	p.cli = dial(tb, p.cliCh, p.lis.LocalAddr().Port(), o.attr, o.param, o.prepCli)
 	p.srv = acceptNext(tb, p.srvCh, o.attr, o.prepSrv)
-	p.srvCh.want(tb, id.EventEstablished)
-	p.cliCh.want(tb, id.EventEstablished)
+	p.srvCh.want(tb, fabric.EventEstablished)
+	p.cliCh.want(tb, fabric.EventEstablished)
 	return p
 }
 
@@ -188,8 +190,8 @@ func (p *rcPair) close() {
 	tb.Helper()
 	if p.disconnect {
 		_ = p.cli.id.Disconnect()
-		p.cliCh.want(tb, id.EventDisconnected)
-		p.srvCh.want(tb, id.EventDisconnected)
+		p.cliCh.want(tb, fabric.EventDisconnected)
+		p.srvCh.want(tb, fabric.EventDisconnected)
 	}
 	for _, i := range []*id.ID{p.cli.id, p.srv.id, p.lis} {
 		if err := i.Destroy(); err != nil {
@@ -198,10 +200,11 @@ func (p *rcPair) close() {
 	}
 	_ = p.srvCh.src.Close()
 	_ = p.cliCh.src.Close()
-	quiesce(tb, p.fabs...)
+	quiesceFabs(tb, p.fabs...)
 }
 
-func quiesce(tb testing.TB, fabs ...*Fabric) {
+// quiesceFabs quiesces fabs and checks that no goroutine outlives them.
+func quiesceFabs(tb testing.TB, fabs ...*soft.Fabric) {
 	tb.Helper()
 	for _, f := range fabs {
 		f.Quiesce()
@@ -212,7 +215,7 @@ func quiesce(tb testing.TB, fabs ...*Fabric) {
 }
 
 // reg registers a buffer or fails.
-func reg(tb testing.TB, e *rcEnd, buf []byte, a id.Access) id.MR {
+func reg(tb testing.TB, e *rcEnd, buf []byte, a fabric.Access) fabric.MR {
 	tb.Helper()
 	if len(buf) == 0 {
 		buf = make([]byte, 1)
@@ -224,14 +227,14 @@ func reg(tb testing.TB, e *rcEnd, buf []byte, a id.Access) id.MR {
 	return m
 }
 
-const rwAccess = id.AccessLocalWrite | id.AccessRemoteRead | id.AccessRemoteWrite
+const rwAccess = fabric.AccessLocalWrite | fabric.AccessRemoteRead | fabric.AccessRemoteWrite
 
 // comp waits for the next completion on cq.
-func comp(tb testing.TB, cq id.CQ) id.WC {
+func comp(tb testing.TB, cq fabric.CQ) fabric.WC {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var wc [1]id.WC
+	var wc [1]fabric.WC
 	for {
 		if cq.Poll(wc[:]) == 1 {
 			return wc[0]
@@ -243,7 +246,7 @@ func comp(tb testing.TB, cq id.CQ) id.WC {
 }
 
 // wantWC checks a completion's status and opcode.
-func wantWC(tb testing.TB, wc id.WC, st id.WCStatus, op id.WCOpcode) {
+func wantWC(tb testing.TB, wc fabric.WC, st fabric.WCStatus, op fabric.WCOpcode) {
 	tb.Helper()
 	if wc.Status != st || wc.Opcode != op {
 		tb.Fatalf("completion %+v: status %s opcode %d, want %s %d", wc, wc.Status, wc.Opcode, st, op)

@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
 	"github.com/cmrt/cmrt/poll"
 )
@@ -75,13 +75,13 @@ type irqEntry struct {
 // rxRecv is the receive being filled by an inbound Send.
 type rxRecv struct {
 	active    bool
-	wr        id.RecvWR
+	wr        fabric.RecvWR
 	m         *mr
 	placed    int
 	solicited bool
-	inval     bool        // a Send with Invalidate
-	invalSTag uint32      // its STag, from the first segment
-	status    id.WCStatus // set when the Send fails it
+	inval     bool            // a Send with Invalidate
+	invalSTag uint32          // its STag, from the first segment
+	status    fabric.WCStatus // set when the Send fails it
 }
 
 // rxWrite is an inbound RDMA Write in progress.
@@ -231,7 +231,7 @@ func (p *rcPath) release() {
 func (p *rcPath) rtrTimeout() {
 	p.timer = nil
 	if p.waitRTR {
-		p.abort(errors.New("no RTR from the P2P initiator"), id.WCWRFlushErr)
+		p.abort(errors.New("no RTR from the P2P initiator"), fabric.WCWRFlushErr)
 		p.c.closeNow()
 	}
 }
@@ -254,7 +254,7 @@ func (p *rcPath) attach(q *rcQP) {
 	q.mu.Unlock()
 	p.qp = q
 	if _, err := p.c.l.register(q.wake.Fd(), poll.In, &p.wake); err != nil {
-		p.c.f.log.Warn().Err(err).Int("fd", p.c.fd).Msg("soft: register QP waker")
+		p.c.f.log.Warn().Err(err).Int("fd", p.c.fd).Msg("register QP waker")
 	} else {
 		p.wfd = q.wake.Fd()
 	}
@@ -355,7 +355,7 @@ func (p *rcPath) completeSends() {
 	for q.sqHead < q.sqCur {
 		s := &q.sq[q.sqHead%uint64(len(q.sq))]
 		st := s.status
-		if !s.done && (s.wr.Opcode == id.WRRead || s.endPos == 0 || s.endPos > w) {
+		if !s.done && (s.wr.Opcode == fabric.WRRead || s.endPos == 0 || s.endPos > w) {
 			break
 		}
 		q.retireLocked(st)
@@ -411,7 +411,7 @@ func (p *rcPath) next() bool {
 			return false
 		}
 		s := &q.sq[q.sqCur%uint64(len(q.sq))]
-		if s.wr.Opcode == id.WRRead && p.orqN >= p.ord {
+		if s.wr.Opcode == fabric.WRRead && p.orqN >= p.ord {
 			q.mu.Unlock()
 			return false
 		}
@@ -419,27 +419,27 @@ func (p *rcPath) next() bool {
 		q.mu.Unlock()
 		if s.m != nil && !s.m.valid.Load() {
 			// Deregistered since it was posted.
-			s.done, s.status = true, id.WCLocProtErr
+			s.done, s.status = true, fabric.WCLocProtErr
 			p.completeSends()
 			continue
 		}
 		*m = txMsg{kind: txSlot, slot: s, payload: s.wr.Buf, reg: s.m}
 		switch s.wr.Opcode {
-		case id.WRSend:
+		case fabric.WRSend:
 			m.op, m.msn = iwarp.OpSend, p.txMSN[iwarp.QNSend]
-			if s.wr.Flags&id.SendSolicited != 0 {
+			if s.wr.Flags&fabric.SendSolicited != 0 {
 				m.op = iwarp.OpSendSE
 			}
 			p.txMSN[iwarp.QNSend]++
-		case id.WRSendWithInv:
+		case fabric.WRSendWithInv:
 			m.op, m.msn, m.inval = iwarp.OpSendInv, p.txMSN[iwarp.QNSend], s.wr.InvalidateRKey
-			if s.wr.Flags&id.SendSolicited != 0 {
+			if s.wr.Flags&fabric.SendSolicited != 0 {
 				m.op = iwarp.OpSendSEInv
 			}
 			p.txMSN[iwarp.QNSend]++
-		case id.WRWrite:
+		case fabric.WRWrite:
 			m.op, m.stag, m.to = iwarp.OpWrite, s.wr.RKey, s.wr.RemoteAddr
-		case id.WRRead:
+		case fabric.WRRead:
 			e := orqEntry{slot: s, m: s.m, dst: s.wr.Buf}
 			if s.m != nil {
 				e.sinkSTag, e.sinkTO = s.m.stag, s.m.addr+sliceOffset(s.wr.Buf, s.m.buf)
@@ -525,7 +525,7 @@ func (p *rcPath) sourceGone() {
 		p.terminate(termProt(iwarp.RDMAPECodeInvalidSTag), nil, errRegionGone)
 		return
 	}
-	m.slot.done, m.slot.status = true, id.WCLocProtErr
+	m.slot.done, m.slot.status = true, fabric.WCLocProtErr
 	p.terminate(termLocal, nil, errRegionGone)
 }
 
@@ -589,7 +589,7 @@ func (p *rcPath) first() {
 	if p.waitRTR {
 		p.waitRTR = false
 		c := p.c
-		raw := id.RawEvent{Type: id.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
+		raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 		c.ep.emit(&raw)
 	}
 }
@@ -668,7 +668,7 @@ func (p *rcPath) rxSend(h *iwarp.Header, payload, u []byte) {
 			p.terminate(termUTNoBuf, u, errNoRecv)
 			return
 		}
-		r.active, r.placed, r.status = true, 0, id.WCSuccess
+		r.active, r.placed, r.status = true, 0, fabric.WCSuccess
 		r.solicited = h.Op == iwarp.OpSendSE || h.Op == iwarp.OpSendSEInv
 		r.inval = h.Op == iwarp.OpSendInv || h.Op == iwarp.OpSendSEInv
 		r.invalSTag = h.InvalSTag
@@ -680,12 +680,12 @@ func (p *rcPath) rxSend(h *iwarp.Header, payload, u []byte) {
 		return
 	}
 	if len(payload) > len(r.wr.Buf)-r.placed {
-		r.status = id.WCLocLenErr
+		r.status = fabric.WCLocLenErr
 		p.terminate(termUTNoBuf, u, errRecvTooSmall)
 		return
 	}
 	if len(payload) > 0 && !r.m.valid.Load() {
-		r.status = id.WCLocProtErr
+		r.status = fabric.WCLocProtErr
 		p.terminate(termDDPCatastro, u, errRegionGone)
 		return
 	}
@@ -695,7 +695,7 @@ func (p *rcPath) rxSend(h *iwarp.Header, payload, u []byte) {
 	}
 	p.rxMSN[iwarp.QNSend]++
 	r.active = false
-	wc := id.WC{WRID: r.wr.WRID, Status: id.WCSuccess, Opcode: id.WCRecv, ByteLen: uint32(r.placed),
+	wc := fabric.WC{WRID: r.wr.WRID, Status: fabric.WCSuccess, Opcode: fabric.WCRecv, ByteLen: uint32(r.placed),
 		QPNum: p.qp.num, Solicited: r.solicited}
 	if r.inval {
 		// The message is placed: invalidate the region it names, as siw
@@ -703,7 +703,7 @@ func (p *rcPath) rxSend(h *iwarp.Header, payload, u []byte) {
 		// not exist, or that grants the peer no access (it was never the
 		// peer's to name), fails the receive and terminates the stream.
 		if !p.qp.pd.invalidate(r.invalSTag) {
-			wc.Status = id.WCRemInvReqErr
+			wc.Status = fabric.WCRemInvReqErr
 			p.qp.rcq.push(wc)
 			*r = rxRecv{}
 			p.terminate(termCannotInvalidate, u, errCannotInvalidate)
@@ -746,7 +746,7 @@ func (p *rcPath) rxWrite(h *iwarp.Header, payload, u []byte) {
 			return // zero-length Writes (and RTRs) are not checked
 		}
 		m := p.lookup(h.STag)
-		if m == nil || m.access&id.AccessRemoteWrite == 0 {
+		if m == nil || m.access&fabric.AccessRemoteWrite == 0 {
 			p.terminate(termTSTag, u, errSTag)
 			return
 		}
@@ -799,7 +799,7 @@ func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
 		case m == nil:
 			p.terminate(termProt(iwarp.RDMAPECodeInvalidSTag), u, errSTag)
 			return
-		case m.access&id.AccessRemoteRead == 0:
+		case m.access&fabric.AccessRemoteRead == 0:
 			p.terminate(termProt(iwarp.RDMAPECodeAccessRights), u, errSTag)
 			return
 		}
@@ -839,7 +839,7 @@ func (p *rcPath) rxReadResponse(h *iwarp.Header, payload, u []byte) {
 		p.terminate(termTBounds, u, errBounds)
 		return
 	case len(payload) > 0 && !e.m.valid.Load():
-		e.slot.done, e.slot.status = true, id.WCLocProtErr
+		e.slot.done, e.slot.status = true, fabric.WCLocProtErr
 		p.terminate(termTSTag, u, errRegionGone)
 		return
 	}
@@ -848,7 +848,7 @@ func (p *rcPath) rxReadResponse(h *iwarp.Header, payload, u []byte) {
 		return
 	}
 	if e.slot != nil {
-		e.slot.done, e.slot.status = true, id.WCSuccess
+		e.slot.done, e.slot.status = true, fabric.WCSuccess
 	}
 	*e = orqEntry{}
 	p.orqH = (p.orqH + 1) % len(p.orq)
@@ -859,16 +859,16 @@ func (p *rcPath) rxReadResponse(h *iwarp.Header, payload, u []byte) {
 
 // termStatus is the completion status a Terminate from the peer gives the
 // Read it answers.
-func termStatus(t *iwarp.Terminate) id.WCStatus {
+func termStatus(t *iwarp.Terminate) fabric.WCStatus {
 	switch {
 	case t.Layer == iwarp.LayerRDMAP && t.EType == iwarp.RDMAPETypeRemoteProtection,
 		t.Layer == iwarp.LayerDDP && t.EType == iwarp.DDPETypeTaggedBuf:
-		return id.WCRemAccessErr
+		return fabric.WCRemAccessErr
 	case t.Layer == iwarp.LayerRDMAP && t.EType == iwarp.RDMAPETypeRemoteOperation,
 		t.Layer == iwarp.LayerDDP && t.EType == iwarp.DDPETypeUntaggedBuf:
-		return id.WCRemOpErr
+		return fabric.WCRemOpErr
 	}
-	return id.WCGeneralErr
+	return fabric.WCGeneralErr
 }
 
 // rxTerminate handles the peer's Terminate: the oldest Read in flight gets
@@ -876,13 +876,13 @@ func termStatus(t *iwarp.Terminate) id.WCStatus {
 // everything else is flushed, and the connection closes.
 func (p *rcPath) rxTerminate(h *iwarp.Header, attached []byte) {
 	t := h.Term
-	st := id.WCWRFlushErr
+	st := fabric.WCWRFlushErr
 	if len(attached) < iwarp.LengthFieldLen+iwarp.ControlLen ||
 		iwarp.Opcode(attached[3]&0x0f) == iwarp.OpReadRequest {
 		st = termStatus(&t)
 	}
 	p.c.f.log.Debug().Int("fd", p.c.fd).Str("layer", t.Layer.String()).Uint8("etype", t.EType).
-		Uint8("ecode", t.ECode).Msg("soft: Terminate from the peer, closing")
+		Uint8("ecode", t.ECode).Msg("Terminate from the peer, closing")
 	p.abort(nil, st)
 	p.c.closeNow()
 }
@@ -902,7 +902,7 @@ func (p *rcPath) terminate(t iwarp.Terminate, u []byte, why error) {
 		}
 	}
 	p.c.f.log.Debug().Err(why).Int("fd", p.c.fd).Str("layer", t.Layer.String()).Uint8("etype", t.EType).
-		Uint8("ecode", t.ECode).Msg("soft: protocol error, sending Terminate and closing")
+		Uint8("ecode", t.ECode).Msg("protocol error, sending Terminate and closing")
 	// Keep the FPDU being written whole, drop those not started.
 	end := 0
 	for end < p.txOff {
@@ -914,7 +914,7 @@ func (p *rcPath) terminate(t iwarp.Terminate, u []byte, why error) {
 	hdr, _ := iwarp.AppendHeader(p.scratch[:0], &h)
 	p.tx, _ = iwarp.AppendFPDU(p.tx, hdr, att, p.crc)
 	out := p.tx[p.txOff:]
-	p.abort(why, id.WCWRFlushErr)
+	p.abort(why, fabric.WCWRFlushErr)
 	c := p.c
 	if c.state == csRTS {
 		c.write(out)
@@ -925,7 +925,7 @@ func (p *rcPath) terminate(t iwarp.Terminate, u []byte, why error) {
 // abort ends the data path after an error: outstanding work requests
 // complete (the oldest Read in flight with st), DISCONNECTED is reported
 // and nothing more is read or sent. The caller closes the connection.
-func (p *rcPath) abort(why error, st id.WCStatus) {
+func (p *rcPath) abort(why error, st fabric.WCStatus) {
 	if p.dead {
 		return
 	}
@@ -936,7 +936,7 @@ func (p *rcPath) abort(why error, st id.WCStatus) {
 	}
 	p.shutdown()
 	if why != nil && p.waitRTR {
-		p.c.f.log.Debug().Err(why).Int("fd", p.c.fd).Msg("soft: P2P connection failed")
+		p.c.f.log.Debug().Err(why).Int("fd", p.c.fd).Msg("P2P connection failed")
 	}
 	p.c.ep.reportDisconnect(0)
 }
@@ -953,10 +953,10 @@ func (p *rcPath) shutdown() {
 	if q := p.qp; q != nil {
 		if r := &p.rcv; r.active {
 			st := r.status
-			if st == id.WCSuccess {
-				st = id.WCWRFlushErr
+			if st == fabric.WCSuccess {
+				st = fabric.WCWRFlushErr
 			}
-			q.rcq.push(id.WC{WRID: r.wr.WRID, Status: st, Opcode: id.WCRecv, ByteLen: uint32(r.placed), QPNum: q.num})
+			q.rcq.push(fabric.WC{WRID: r.wr.WRID, Status: st, Opcode: fabric.WCRecv, ByteLen: uint32(r.placed), QPNum: q.num})
 			*r = rxRecv{}
 		}
 		q.fail(p.written())

@@ -1,9 +1,10 @@
-package soft
+package soft_test
 
 import (
 	"testing"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 )
 
 // TestSTagNotCountable: the region registered right after an advertised
@@ -14,11 +15,11 @@ func TestSTagNotCountable(t *testing.T) {
 	p.disconnect = true
 	defer p.close()
 	for run := 0; run < 8; run++ {
-		a, err := p.srv.qp.RegMR(make([]byte, 64), id.AccessRemoteRead)
+		a, err := p.srv.qp.RegMR(make([]byte, 64), fabric.AccessRemoteRead)
 		if err != nil {
 			t.Fatal(err)
 		}
-		secret, err := p.srv.qp.RegMR(make([]byte, 64), id.AccessRemoteRead|id.AccessRemoteWrite)
+		secret, err := p.srv.qp.RegMR(make([]byte, 64), fabric.AccessRemoteRead|fabric.AccessRemoteWrite)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,7 +49,7 @@ func TestSTagNoRecurrence(t *testing.T) {
 	seen := make(map[uint32]int, n)
 	buf := make([]byte, 4096)
 	for k := 0; k < n; k++ {
-		m, err := p.srv.qp.RegMR(buf, id.AccessRemoteRead|id.AccessRemoteWrite)
+		m, err := p.srv.qp.RegMR(buf, fabric.AccessRemoteRead|fabric.AccessRemoteWrite)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -56,7 +57,7 @@ func TestSTagNoRecurrence(t *testing.T) {
 		if prev, ok := seen[s]; ok {
 			t.Fatalf("registration %d: STag %#x given out before, at registration %d", k, s, prev)
 		}
-		if s == 0 || s == rtrSTag || s>>8 == 0 {
+		if s == 0 || s == soft.RTRSTag || s>>8 == 0 {
 			t.Fatalf("registration %d: reserved STag %#x", k, s)
 		}
 		if a := m.Addr(); a == 0 || a+uint64(len(buf)) < a {

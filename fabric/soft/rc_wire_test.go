@@ -1,4 +1,4 @@
-package soft
+package soft_test
 
 import (
 	"bytes"
@@ -14,22 +14,11 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/iwarp"
 )
-
-// fpdu encodes one FPDU as a peer would.
-func fpdu(h iwarp.Header, payload []byte, crc bool) []byte {
-	hdr, err := iwarp.AppendHeader(nil, &h)
-	if err != nil {
-		panic(err)
-	}
-	b, err := iwarp.AppendFPDU(nil, hdr, payload, crc)
-	if err != nil {
-		panic(err)
-	}
-	return b
-}
 
 // recrc recomputes the CRC of a whole, hand-edited FPDU.
 func recrc(b []byte, crc bool) []byte {
@@ -109,13 +98,13 @@ func (s *syncBuf) String() string {
 
 // rawServerSide is a Go listener taking connections from a raw peer.
 type rawServerSide struct {
-	f     *Fabric
+	f     *soft.Fabric
 	ch    *rcChan
 	lis   *id.ID
 	port  string
 	ids   []*id.ID
-	write id.MR // a 64-byte remote-writable region of the last accepted id
-	read  id.MR // a 64-byte remote-readable one
+	write fabric.MR // a 64-byte remote-writable region of the last accepted id
+	read  fabric.MR // a 64-byte remote-readable one
 }
 
 // rawAccept dials the Go listener from a raw TCP peer, sends req, lets the
@@ -134,18 +123,18 @@ func (s *rawServerSide) rawAccept(tb testing.TB, req iwarp.MPAFrame, wantEstabli
 	if _, err := c.Write(b); err != nil {
 		tb.Fatal(err)
 	}
-	e := acceptNext(tb, s.ch, id.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
+	e := acceptNext(tb, s.ch, fabric.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
 		buf := make([]byte, 64)
-		m := reg(tb, e, buf, id.AccessLocalWrite)
-		if err := e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
+		m := reg(tb, e, buf, fabric.AccessLocalWrite)
+		if err := e.qp.PostRecv(&fabric.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
 			tb.Fatal(err)
 		}
-		s.write = reg(tb, e, make([]byte, 64), id.AccessLocalWrite|id.AccessRemoteWrite)
-		s.read = reg(tb, e, make([]byte, 64), id.AccessRemoteRead)
+		s.write = reg(tb, e, make([]byte, 64), fabric.AccessLocalWrite|fabric.AccessRemoteWrite)
+		s.read = reg(tb, e, make([]byte, 64), fabric.AccessRemoteRead)
 	})
 	s.ids = append(s.ids, e.id)
 	if wantEstablished {
-		s.ch.want(tb, id.EventEstablished)
+		s.ch.want(tb, fabric.EventEstablished)
 	}
 	f, extra := readMPA(tb, c)
 	if len(extra) > 0 {
@@ -162,7 +151,7 @@ func (s *rawServerSide) close(tb testing.TB) {
 	_ = s.ch.src.Close()
 }
 
-func newRawServerSide(tb testing.TB, f *Fabric) *rawServerSide {
+func newRawServerSide(tb testing.TB, f *soft.Fabric) *rawServerSide {
 	s := &rawServerSide{f: f, ch: newRCChan(tb, f)}
 	s.lis = listen(tb, s.ch)
 	s.port = strconv.Itoa(int(s.lis.LocalAddr().Port()))
@@ -192,22 +181,22 @@ func TestRCMalformed(t *testing.T) {
 	}
 	cases := []tc{
 		{"bad-crc", true, func(_ *rawServerSide, crc bool) []byte {
-			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b := soft.FPDU(send(1, 8), make([]byte, 8), crc)
 			b[len(b)-1] ^= 0x55
 			return b
 		}, term(iwarp.LayerLLP, iwarp.LLPETypeMPA, iwarp.LLPECodeReceivedCRC)},
 		{"bad-ddp-version", false, func(_ *rawServerSide, crc bool) []byte {
-			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b := soft.FPDU(send(1, 8), make([]byte, 8), crc)
 			b[2] = b[2]&^3 | 2
 			return recrc(b, crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTVersion)},
 		{"bad-rdmap-version", true, func(_ *rawServerSide, crc bool) []byte {
-			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b := soft.FPDU(send(1, 8), make([]byte, 8), crc)
 			b[3] = b[3]&^0xc0 | 0x80
 			return recrc(b, crc)
 		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteOperation, iwarp.RDMAPECodeVersion)},
 		{"unknown-opcode", false, func(_ *rawServerSide, crc bool) []byte {
-			b := fpdu(send(1, 8), make([]byte, 8), crc)
+			b := soft.FPDU(send(1, 8), make([]byte, 8), crc)
 			b[3] = b[3]&^0x0f | 9
 			return recrc(b, crc)
 		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteOperation, iwarp.RDMAPECodeOpcode)},
@@ -215,57 +204,57 @@ func TestRCMalformed(t *testing.T) {
 			return rawULPDU([]byte{0x41, 0x43, 0, 0, 0, 0}, crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeCatastrophic, iwarp.DDPECodeCatastrophic)},
 		{"oversize-send", true, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(send(1, 100), make([]byte, 100), crc) // the receive holds 64
+			return soft.FPDU(send(1, 100), make([]byte, 100), crc) // the receive holds 64
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTInvalidMSNNoBuf)},
 		{"second-send-no-receive", false, func(_ *rawServerSide, crc bool) []byte {
-			return append(fpdu(send(1, 0), nil, crc), fpdu(send(2, 0), nil, crc)...)
+			return append(soft.FPDU(send(1, 0), nil, crc), soft.FPDU(send(2, 0), nil, crc)...)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTInvalidMSNNoBuf)},
 		{"oversize-read-request", false, func(_ *rawServerSide, crc bool) []byte {
-			b := fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1}, nil, crc)
+			b := soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1}, nil, crc)
 			u := append(append([]byte(nil), b[2:2+iwarp.ReadRequestLen]...), 1, 2, 3, 4)
 			return rawULPDU(u, crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTMsgTooLong)},
 		{"bad-msn", false, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(send(5, 0), nil, crc)
+			return soft.FPDU(send(5, 0), nil, crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeUntaggedBuf, iwarp.DDPECodeUTInvalidMSNRange)},
 		{"write-bad-stag", false, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 0x1234}, make([]byte, 8), crc)
+			return soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 0x1234}, make([]byte, 8), crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeTaggedBuf, iwarp.DDPECodeTInvalidSTag)},
 		{"write-out-of-bounds", true, func(s *rawServerSide, crc bool) []byte {
-			return fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: s.write.RKey(), TO: s.write.Addr() + 60}, make([]byte, 8), crc)
+			return soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: s.write.RKey(), TO: s.write.Addr() + 60}, make([]byte, 8), crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeTaggedBuf, iwarp.DDPECodeTBaseBounds)},
 		{"read-no-access", false, func(s *rawServerSide, crc bool) []byte {
-			return fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
+			return soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
 				Read: iwarp.ReadRequest{SinkSTag: 9, Size: 8, SrcSTag: s.write.RKey(), SrcTO: s.write.Addr()}}, nil, crc)
 		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteProtection, iwarp.RDMAPECodeAccessRights)},
 		{"reads-over-ird", false, func(s *rawServerSide, crc bool) []byte {
 			r := func(msn uint32) []byte {
-				return fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: msn,
+				return soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: msn,
 					Read: iwarp.ReadRequest{SinkSTag: 9, Size: 8, SrcSTag: s.read.RKey(), SrcTO: s.read.Addr()}}, nil, crc)
 			}
 			return append(r(1), r(2)...) // IRD is 1
 		}, term(iwarp.LayerRDMAP, iwarp.RDMAPETypeRemoteOperation, iwarp.RDMAPECodeCatastrophicStream)},
 		{"unexpected-read-response", false, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 1}, make([]byte, 4), crc)
+			return soft.FPDU(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 1}, make([]byte, 4), crc)
 		}, term(iwarp.LayerDDP, iwarp.DDPETypeCatastrophic, iwarp.DDPECodeCatastrophic)},
 		{"fin-mid-fpdu", false, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(send(1, 40), make([]byte, 40), crc)[:30]
+			return soft.FPDU(send(1, 40), make([]byte, 40), crc)[:30]
 		}, nil},
 		{"terminate-from-peer", true, func(_ *rawServerSide, crc bool) []byte {
-			return fpdu(iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: 1,
+			return soft.FPDU(iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: 1,
 				Term: iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: 2, ECode: 6}}, nil, crc)
 		}, nil},
 	}
 
 	logs := &syncBuf{}
-	f := New(WithLogger(zerolog.New(logs).Level(zerolog.DebugLevel)))
+	f := soft.New(soft.WithLogger(zerolog.New(logs).Level(zerolog.DebugLevel)))
 	// The bystander: a Go-to-Go connection on the same fabric.
 	by := newPair(t, pairOpts{srvFab: f})
 	ping := func() {
 		t.Helper()
 		_ = by.srv.id.PostRecv(1, nil, nil)
 		_ = by.cli.id.PostSend(2, nil, nil, 0)
-		wantWC(t, comp(t, by.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
+		wantWC(t, comp(t, by.srv.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
 	}
 	s := newRawServerSide(t, f)
 	for _, k := range cases {
@@ -278,7 +267,7 @@ func TestRCMalformed(t *testing.T) {
 			if k.name == "fin-mid-fpdu" {
 				_ = c.(*net.TCPConn).CloseWrite()
 			}
-			s.ch.want(t, id.EventDisconnected)
+			s.ch.want(t, fabric.EventDisconnected)
 			us := readULPDUs(t, c, k.crc, nil)
 			var got *iwarp.Terminate
 			for _, u := range us {
@@ -304,7 +293,7 @@ func TestRCMalformed(t *testing.T) {
 			}
 			// The id's posted receive is flushed (or was used).
 			qp := s.ids[len(s.ids)-1].QP()
-			if wc := comp(t, qp.RecvCQ()); wc.Status != id.WCWRFlushErr && wc.Status != id.WCSuccess && wc.Status != id.WCLocLenErr {
+			if wc := comp(t, qp.RecvCQ()); wc.Status != fabric.WCWRFlushErr && wc.Status != fabric.WCSuccess && wc.Status != fabric.WCLocLenErr {
 				t.Fatalf("receive completion %+v", wc)
 			}
 			ping()
@@ -328,13 +317,13 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ln.Close()
-			f := New()
+			f := soft.New()
 			ch := newRCChan(t, f)
 			buf := make([]byte, 100)
-			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
-				m := reg(tb, e, buf, id.AccessLocalWrite)
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+				m := reg(tb, e, buf, fabric.AccessLocalWrite)
 				for k := 0; k < 2; k++ {
-					_ = e.qp.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: buf, MR: m})
+					_ = e.qp.PostRecv(&fabric.RecvWR{WRID: uint64(k), Buf: buf, MR: m})
 				}
 			})
 			c, err := ln.Accept()
@@ -349,23 +338,23 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 			rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, CRC: crc, IRD: 1, ORD: 1}
 			b, _ := iwarp.AppendMPA(nil, &rep)
 			msg := pattern(100, 1)
-			b = append(b, fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, msg, crc)...)
-			b = append(b, fpdu(iwarp.Header{Op: iwarp.OpSendSE, Last: true, MSN: 2}, msg[:10], crc)...)
+			b = append(b, soft.FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, msg, crc)...)
+			b = append(b, soft.FPDU(iwarp.Header{Op: iwarp.OpSendSE, Last: true, MSN: 2}, msg[:10], crc)...)
 			if _, err := c.Write(b); err != nil {
 				t.Fatal(err)
 			}
-			ch.want(t, id.EventEstablished)
+			ch.want(t, fabric.EventEstablished)
 			wc := comp(t, e.qp.RecvCQ())
-			if wc.Status != id.WCSuccess || wc.ByteLen != 100 || wc.Solicited {
+			if wc.Status != fabric.WCSuccess || wc.ByteLen != 100 || wc.Solicited {
 				t.Fatalf("%+v", wc)
 			}
 			wc = comp(t, e.qp.RecvCQ())
-			if wc.Status != id.WCSuccess || wc.ByteLen != 10 || !wc.Solicited {
+			if wc.Status != fabric.WCSuccess || wc.ByteLen != 10 || !wc.Solicited {
 				t.Fatalf("%+v", wc)
 			}
 			sameBytes(t, buf[:10], msg[:10])
 			// A send from the Go side: exactly siw's layout for 100 bytes.
-			_ = e.id.PostSend(3, msg, nil, id.SendInline)
+			_ = e.id.PostSend(3, msg, nil, fabric.SendInline)
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			out := make([]byte, 124)
 			if _, err := io.ReadFull(c, out); err != nil {
@@ -380,10 +369,10 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 				t.Fatalf("send on the wire:\n%x\nwant\n%x", out, want)
 			}
 			_ = c.Close()
-			ch.want(t, id.EventDisconnected)
+			ch.want(t, fabric.EventDisconnected)
 			_ = e.id.Destroy()
 			_ = ch.src.Close()
-			quiesce(t, f)
+			quiesceFabs(t, f)
 		})
 	}
 }
@@ -393,16 +382,16 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 // ESTABLISHED.
 func TestRCP2PWire(t *testing.T) {
 	t.Run("initiator", func(t *testing.T) {
-		for _, rtr := range []RTR{RTRWrite, RTRRead} {
+		for _, rtr := range []soft.RTR{soft.RTRWrite, soft.RTRRead} {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
-			f := New(WithP2P(RTRWrite | RTRRead))
+			f := soft.New(soft.WithP2P(soft.RTRWrite | soft.RTRRead))
 			ch := newRCChan(t, f)
 			buf := make([]byte, 8)
-			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
-				_ = e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: reg(tb, e, buf, id.AccessLocalWrite)})
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+				_ = e.qp.PostRecv(&fabric.RecvWR{WRID: 1, Buf: buf, MR: reg(tb, e, buf, fabric.AccessLocalWrite)})
 			})
 			c, err := ln.Accept()
 			if err != nil {
@@ -413,12 +402,12 @@ func TestRCP2PWire(t *testing.T) {
 				t.Fatalf("request %+v", req)
 			}
 			rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, IRD: 1, ORD: 1, P2P: true,
-				WriteRTR: rtr == RTRWrite, ReadRTR: rtr == RTRRead}
+				WriteRTR: rtr == soft.RTRWrite, ReadRTR: rtr == soft.RTRRead}
 			b, _ := iwarp.AppendMPA(nil, &rep)
 			_, _ = c.Write(b)
-			ch.want(t, id.EventEstablished)
+			ch.want(t, fabric.EventEstablished)
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if rtr == RTRWrite {
+			if rtr == soft.RTRWrite {
 				got := make([]byte, 20)
 				if _, err := io.ReadFull(c, got); err != nil {
 					t.Fatal(err)
@@ -437,24 +426,24 @@ func TestRCP2PWire(t *testing.T) {
 					t.Fatalf("read RTR %x: %v %+v", got, err, h)
 				}
 				// Answer it, then send: the empty Read Response is consumed.
-				b = fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: h.Read.SinkSTag, TO: h.Read.SinkTO}, nil, false)
+				b = soft.FPDU(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: h.Read.SinkSTag, TO: h.Read.SinkTO}, nil, false)
 				_, _ = c.Write(b)
 			}
-			_, _ = c.Write(fpdu(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("p2p!"), false))
+			_, _ = c.Write(soft.FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("p2p!"), false))
 			wc := comp(t, e.qp.RecvCQ())
-			if wc.Status != id.WCSuccess || string(buf[:wc.ByteLen]) != "p2p!" {
+			if wc.Status != fabric.WCSuccess || string(buf[:wc.ByteLen]) != "p2p!" {
 				t.Fatalf("%+v %q", wc, buf)
 			}
 			_ = c.Close()
-			ch.want(t, id.EventDisconnected)
+			ch.want(t, fabric.EventDisconnected)
 			_ = e.id.Destroy()
 			_ = ch.src.Close()
 			_ = ln.Close()
-			quiesce(t, f)
+			quiesceFabs(t, f)
 		}
 	})
 	t.Run("responder", func(t *testing.T) {
-		f := New()
+		f := soft.New()
 		s := newRawServerSide(t, f)
 		for _, offer := range []struct{ w, r, wantW, wantR bool }{{true, true, true, false}, {false, true, false, true}, {true, false, true, false}} {
 			req := enhancedReq(false)
@@ -466,28 +455,28 @@ func TestRCP2PWire(t *testing.T) {
 			s.ch.none(t, 50*time.Millisecond) // no ESTABLISHED before the RTR
 			var rtr []byte
 			if rep.WriteRTR {
-				rtr = fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
+				rtr = soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
 			} else {
-				rtr = fpdu(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1, Read: iwarp.ReadRequest{SinkSTag: 77}}, nil, false)
+				rtr = soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1, Read: iwarp.ReadRequest{SinkSTag: 77}}, nil, false)
 			}
 			_, _ = c.Write(rtr)
-			s.ch.want(t, id.EventEstablished)
+			s.ch.want(t, fabric.EventEstablished)
 			if rep.ReadRTR {
 				got := make([]byte, 20)
 				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 				if _, err := io.ReadFull(c, got); err != nil {
 					t.Fatal(err)
 				}
-				want := fpdu(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 77}, nil, false)
+				want := soft.FPDU(iwarp.Header{Op: iwarp.OpReadResponse, Last: true, STag: 77}, nil, false)
 				if !bytes.Equal(got, want) {
 					t.Fatalf("read response %x, want %x", got, want)
 				}
 			}
 			_ = c.Close()
-			s.ch.want(t, id.EventDisconnected)
+			s.ch.want(t, fabric.EventDisconnected)
 		}
 		s.close(t)
-		quiesce(t, f)
+		quiesceFabs(t, f)
 	})
 }
 
@@ -496,17 +485,17 @@ func TestRCP2PWire(t *testing.T) {
 // initiator's first FPDU arrives.
 func TestRCResponderHold(t *testing.T) {
 	const hold = 300 * time.Millisecond
-	f := New(WithResponderHold(hold))
+	f := soft.New(soft.WithResponderHold(hold))
 	s := newRawServerSide(t, f)
 	for _, initiatorFirst := range []bool{false, true} {
 		c, _ := s.rawAccept(t, enhancedReq(false), true)
 		srv := s.ids[len(s.ids)-1]
 		t0 := time.Now()
-		if err := srv.PostSend(1, []byte("first"), nil, id.SendInline); err != nil {
+		if err := srv.PostSend(1, []byte("first"), nil, fabric.SendInline); err != nil {
 			t.Fatal(err)
 		}
 		if initiatorFirst {
-			_, _ = c.Write(fpdu(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false))
+			_, _ = c.Write(soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false))
 		}
 		got := make([]byte, 32)
 		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -524,8 +513,8 @@ func TestRCResponderHold(t *testing.T) {
 			t.Errorf("FPDU %x", got)
 		}
 		_ = c.Close()
-		s.ch.want(t, id.EventDisconnected)
+		s.ch.want(t, fabric.EventDisconnected)
 	}
 	s.close(t)
-	quiesce(t, f)
+	quiesceFabs(t, f)
 }

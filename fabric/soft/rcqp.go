@@ -40,7 +40,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -70,18 +70,18 @@ const (
 // before the slot is published (sqTail); everything else belongs to the
 // loop until the slot is retired (sqHead).
 type sendSlot struct {
-	wr     id.SendWR
+	wr     fabric.SendWR
 	m      *mr    // the region of wr.Buf; nil for inline or empty buffers
 	inline []byte // SendInline copy, reused with the slot
 
-	endPos uint64      // tx stream position after its last FPDU; 0 until queued
-	done   bool        // a Read's response arrived, or the slot failed locally
-	status id.WCStatus // completion status when done
+	endPos uint64          // tx stream position after its last FPDU; 0 until queued
+	done   bool            // a Read's response arrived, or the slot failed locally
+	status fabric.WCStatus // completion status when done
 }
 
 // recvSlot is one receive queue entry.
 type recvSlot struct {
-	wr id.RecvWR
+	wr fabric.RecvWR
 	m  *mr
 }
 
@@ -144,7 +144,7 @@ func queueDepth(n int) (int, error) {
 }
 
 // createRCQP creates the iWARP data path of an RC endpoint.
-func (ep *endpoint) createRCQP(attr *id.QPInitAttr) (id.QP, error) {
+func (ep *endpoint) createRCQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 	sd, err := queueDepth(attr.Cap.MaxSendWR)
 	if err != nil {
 		return nil, err
@@ -211,19 +211,19 @@ func (q *rcQP) release() {
 	_ = q.wake.Close()
 }
 
-// Num implements id.QP.
+// Num implements fabric.QP.
 func (q *rcQP) Num() uint32 { return q.num }
 
-// SendCQ implements id.QP.
-func (q *rcQP) SendCQ() id.CQ { return q.scq }
+// SendCQ implements fabric.QP.
+func (q *rcQP) SendCQ() fabric.CQ { return q.scq }
 
-// RecvCQ implements id.QP.
-func (q *rcQP) RecvCQ() id.CQ { return q.rcq }
+// RecvCQ implements fabric.QP.
+func (q *rcQP) RecvCQ() fabric.CQ { return q.rcq }
 
-// RegMR implements id.QP: the region is registered in the id's protection
+// RegMR implements fabric.QP: the region is registered in the id's protection
 // domain (as ibv_reg_mr on the QP's PD), where it outlives the QP. Its RKey
 // is an STag peers name in RDMA Reads and Writes on the id's connection.
-func (q *rcQP) RegMR(buf []byte, access id.Access) (id.MR, error) {
+func (q *rcQP) RegMR(buf []byte, access fabric.Access) (fabric.MR, error) {
 	q.mu.Lock()
 	dead := q.destroyed
 	q.mu.Unlock()
@@ -233,19 +233,19 @@ func (q *rcQP) RegMR(buf []byte, access id.Access) (id.MR, error) {
 	return q.pd.RegMR(buf, access)
 }
 
-// DeregMR implements id.QP (see pd.DeregMR): work requests posted on the
+// DeregMR implements fabric.QP (see pd.DeregMR): work requests posted on the
 // region and not yet processed complete with WCLocProtErr, and no peer
 // touches the region once it returns.
-func (q *rcQP) DeregMR(x id.MR) error { return q.pd.DeregMR(x) }
+func (q *rcQP) DeregMR(x fabric.MR) error { return q.pd.DeregMR(x) }
 
 // region returns the region of the QP's protection domain that x names.
-func (q *rcQP) region(x id.MR) (*mr, error) { return q.pd.region(x) }
+func (q *rcQP) region(x fabric.MR) (*mr, error) { return q.pd.region(x) }
 
 // checkSend validates a send work request at post time: what verbs would
 // reject or fail at once is EINVAL here.
-func (q *rcQP) checkSend(wr *id.SendWR) (*mr, error) {
+func (q *rcQP) checkSend(wr *fabric.SendWR) (*mr, error) {
 	switch wr.Opcode {
-	case id.WRSend, id.WRWrite, id.WRRead, id.WRSendWithInv:
+	case fabric.WRSend, fabric.WRWrite, fabric.WRRead, fabric.WRSendWithInv:
 	default:
 		return nil, einval("post_send: opcode %d", wr.Opcode)
 	}
@@ -255,8 +255,8 @@ func (q *rcQP) checkSend(wr *id.SendWR) (*mr, error) {
 	if len(wr.Buf) > math.MaxInt32 {
 		return nil, einval("post_send: %d bytes", len(wr.Buf))
 	}
-	if wr.Flags&id.SendInline != 0 {
-		if wr.Opcode == id.WRRead {
+	if wr.Flags&fabric.SendInline != 0 {
+		if wr.Opcode == fabric.WRRead {
 			return nil, einval("post_send: inline RDMA Read")
 		}
 		if len(wr.Buf) > q.maxInline {
@@ -277,13 +277,13 @@ func (q *rcQP) checkSend(wr *id.SendWR) (*mr, error) {
 	if !m.contains(wr.Buf) {
 		return nil, einval("post_send: buffer outside its memory region")
 	}
-	if wr.Opcode == id.WRRead && m.access&id.AccessLocalWrite == 0 {
+	if wr.Opcode == fabric.WRRead && m.access&fabric.AccessLocalWrite == 0 {
 		return nil, einval("post_send: RDMA Read into a region without local write access")
 	}
 	return m, nil
 }
 
-// PostSend implements id.QP. Before the QP is in RTS (on the passive side
+// PostSend implements fabric.QP. Before the QP is in RTS (on the passive side
 // until Accept, on the active side until ESTABLISHED) it is EINVAL, as
 // verbs refuse a send queue not in RTS; after the connection is gone the
 // request completes at once with WCWRFlushErr. Requests are processed in
@@ -293,7 +293,7 @@ func (q *rcQP) checkSend(wr *id.SendWR) (*mr, error) {
 // holding MaxSendWR uncompleted requests gives ENOMEM; malformed requests
 // (bad opcode, buffer outside its region, region of another id) give
 // EINVAL.
-func (q *rcQP) PostSend(wr *id.SendWR) error {
+func (q *rcQP) PostSend(wr *fabric.SendWR) error {
 	if wr == nil {
 		return einval("post_send: nil work request")
 	}
@@ -316,8 +316,8 @@ func (q *rcQP) PostSend(wr *id.SendWR) error {
 	}
 	s := &q.sq[q.sqTail%uint64(len(q.sq))]
 	s.wr, s.m = *wr, m
-	s.endPos, s.done, s.status = 0, false, id.WCSuccess
-	if wr.Flags&id.SendInline != 0 {
+	s.endPos, s.done, s.status = 0, false, fabric.WCSuccess
+	if wr.Flags&fabric.SendInline != 0 {
 		s.inline = append(s.inline[:0], wr.Buf...)
 		s.wr.Buf, s.wr.MR = s.inline, nil
 	}
@@ -333,13 +333,13 @@ func (q *rcQP) PostSend(wr *id.SendWR) error {
 	return nil
 }
 
-// PostRecv implements id.QP. Receives may be posted in any state before the
+// PostRecv implements fabric.QP. Receives may be posted in any state before the
 // connection is gone; they are consumed in order by the peer's Sends (a
 // Send finding none, or one too small, terminates the connection). After
 // the connection is gone a receive completes at once with WCWRFlushErr. A
 // receive with neither buffer nor region takes a zero-length Send; a region
 // without a buffer is EINVAL.
-func (q *rcQP) PostRecv(wr *id.RecvWR) error {
+func (q *rcQP) PostRecv(wr *fabric.RecvWR) error {
 	if wr == nil {
 		return einval("post_recv: nil work request")
 	}
@@ -358,7 +358,7 @@ func (q *rcQP) PostRecv(wr *id.RecvWR) error {
 		if !m.contains(wr.Buf) {
 			return einval("post_recv: buffer outside its memory region")
 		}
-		if m.access&id.AccessLocalWrite == 0 {
+		if m.access&fabric.AccessLocalWrite == 0 {
 			return einval("post_recv: region without local write access")
 		}
 	}
@@ -393,22 +393,22 @@ func (q *rcQP) popRecv(r *rxRecv) bool {
 }
 
 // sendWC is the completion of a send slot.
-func (q *rcQP) sendWC(s *sendSlot, st id.WCStatus) id.WC {
-	op := id.WCSend
+func (q *rcQP) sendWC(s *sendSlot, st fabric.WCStatus) fabric.WC {
+	op := fabric.WCSend
 	switch s.wr.Opcode {
-	case id.WRWrite:
-		op = id.WCRDMAWrite
-	case id.WRRead:
-		op = id.WCRDMARead
+	case fabric.WRWrite:
+		op = fabric.WCRDMAWrite
+	case fabric.WRRead:
+		op = fabric.WCRDMARead
 	}
-	return id.WC{WRID: s.wr.WRID, Status: st, Opcode: op, ByteLen: uint32(len(s.wr.Buf)), QPNum: q.num}
+	return fabric.WC{WRID: s.wr.WRID, Status: st, Opcode: op, ByteLen: uint32(len(s.wr.Buf)), QPNum: q.num}
 }
 
-// retire completes the send slot at sqHead with status st: a completion is
+// retireLocked completes the send slot at sqHead with status st: a completion is
 // written if the request was signaled or failed. Called with mu held.
-func (q *rcQP) retireLocked(st id.WCStatus) {
+func (q *rcQP) retireLocked(st fabric.WCStatus) {
 	s := &q.sq[q.sqHead%uint64(len(q.sq))]
-	if st != id.WCSuccess || q.sigAll || s.wr.Flags&id.SendSignaled != 0 {
+	if st != fabric.WCSuccess || q.sigAll || s.wr.Flags&fabric.SendSignaled != 0 {
 		q.scq.push(q.sendWC(s, st))
 	}
 	inline := s.inline
@@ -420,12 +420,12 @@ func (q *rcQP) retireLocked(st id.WCStatus) {
 // QP in error state. Called with mu held.
 func (q *rcQP) flushLocked() {
 	for q.sqHead < q.sqTail {
-		q.retireLocked(id.WCWRFlushErr)
+		q.retireLocked(fabric.WCWRFlushErr)
 	}
 	q.sqCur = q.sqTail
 	for ; q.rqHead < q.rqTail; q.rqHead++ {
 		s := &q.rq[q.rqHead%uint64(len(q.rq))]
-		q.rcq.push(id.WC{WRID: s.wr.WRID, Status: id.WCWRFlushErr, Opcode: id.WCRecv, QPNum: q.num})
+		q.rcq.push(fabric.WC{WRID: s.wr.WRID, Status: fabric.WCWRFlushErr, Opcode: fabric.WCRecv, QPNum: q.num})
 		*s = recvSlot{}
 	}
 }
@@ -441,12 +441,12 @@ func (q *rcQP) fail(written uint64) {
 	}
 	for q.sqHead < q.sqCur {
 		s := &q.sq[q.sqHead%uint64(len(q.sq))]
-		st := id.WCWRFlushErr
+		st := fabric.WCWRFlushErr
 		switch {
 		case s.done:
 			st = s.status
-		case s.wr.Opcode != id.WRRead && s.endPos != 0 && s.endPos <= written:
-			st = id.WCSuccess
+		case s.wr.Opcode != fabric.WRRead && s.endPos != 0 && s.endPos <= written:
+			st = fabric.WCSuccess
 		}
 		q.retireLocked(st)
 	}
@@ -454,7 +454,7 @@ func (q *rcQP) fail(written uint64) {
 	q.flushLocked()
 }
 
-// Destroy implements id.QP: the QP leaves its connection, its completion
+// Destroy implements fabric.QP: the QP leaves its connection, its completion
 // queues are closed and outstanding requests are dropped. The connection
 // stays up, without a QP, until the id disconnects or is destroyed, unless
 // the QP's work was on the wire (a message being sent or placed, a Read

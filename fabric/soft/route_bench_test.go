@@ -4,12 +4,12 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // BenchmarkRoute measures the fabric's route lookup (twice per connection:
 // ResolveAddr and ResolveRoute) with no id watched, where each lookup opens
-// its own netlink socket, and with a bound id, where lookups share the
+// its own netlink socket, and with a bound endpoint, where lookups share the
 // fabric's socket.
 func BenchmarkRoute(b *testing.B) {
 	dst := netip.MustParseAddr("127.0.0.1")
@@ -24,14 +24,17 @@ func BenchmarkRoute(b *testing.B) {
 	}
 	b.Run("socket=own", lookup)
 	b.Run("socket=shared", func(b *testing.B) {
-		ch := newRCChan(b, f)
-		defer ch.src.Close()
-		cm, err := id.Create(ch, nil, id.PSTCP)
+		src, err := f.Open()
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer cm.Destroy()
-		if err := cm.Bind(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
+		defer src.Close()
+		ep, err := src.Create(1, fabric.PSTCP, fabric.RC)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ep.Destroy()
+		if err := ep.Bind(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
 			b.Fatal(err)
 		}
 		if !f.mon.sharesRouteSocket() {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/evq"
 )
 
@@ -21,10 +21,10 @@ type source struct {
 	closed bool
 }
 
-// Fabric implements id.EventSource.
-func (s *source) Fabric() id.Fabric { return s.f }
+// Fabric implements fabric.EventSource.
+func (s *source) Fabric() fabric.Fabric { return s.f }
 
-// Fd implements id.EventSource.
+// Fd implements fabric.EventSource.
 func (s *source) Fd() int { return s.q.Fd() }
 
 // Endpoints returns how many endpoints report to the source.
@@ -34,8 +34,8 @@ func (s *source) Endpoints() int {
 	return len(s.eps)
 }
 
-// Create implements id.EventSource.
-func (s *source) Create(uid uint64, ps id.PortSpace, qp id.QPType) (id.Endpoint, error) {
+// Create implements fabric.EventSource.
+func (s *source) Create(uid uint64, ps fabric.PortSpace, qp fabric.QPType) (fabric.Endpoint, error) {
 	ep := &endpoint{f: s.f, ps: ps, qp: qp, uid: uid, src: s}
 	if !s.adopt(ep) {
 		return nil, fmt.Errorf("soft: channel closed: %w", syscall.EBADF)
@@ -62,14 +62,14 @@ func (s *source) forget(ep *endpoint) {
 	s.mu.Unlock()
 }
 
-// Next implements id.EventSource.
-func (s *source) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
+// Next implements fabric.EventSource.
+func (s *source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) error {
 	return s.q.Pop(ctx, block, ev)
 }
 
-// Migrate implements id.EventSource: the endpoint and its queued events move
+// Migrate implements fabric.EventSource: the endpoint and its queued events move
 // here, in order, with no event of it reported in between.
-func (s *source) Migrate(e id.Endpoint) error {
+func (s *source) Migrate(e fabric.Endpoint) error {
 	ep, ok := e.(*endpoint)
 	if !ok || ep.f != s.f {
 		return fmt.Errorf("soft: endpoint of another fabric: %w", syscall.EINVAL)
@@ -91,7 +91,7 @@ func (s *source) Migrate(e id.Endpoint) error {
 	// join's uid) move together, in order.
 	uids := ep.eventUIDsLocked()
 	if len(uids) > 0 {
-		moved := old.q.Extract(func(r *id.RawEvent) bool {
+		moved := old.q.Extract(func(r *fabric.RawEvent) bool {
 			for _, u := range uids {
 				if r.UID == u {
 					return true
@@ -119,7 +119,7 @@ func (s *source) Migrate(e id.Endpoint) error {
 	return nil
 }
 
-// Close implements id.EventSource: endpoints still on the source are
+// Close implements fabric.EventSource: endpoints still on the source are
 // destroyed, as closing a channel destroys the kernel's ids on it.
 func (s *source) Close() error {
 	s.mu.Lock()

@@ -6,7 +6,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/sidr"
 )
 
@@ -41,7 +41,7 @@ func (ep *endpoint) listenUDLocked(backlog int) error {
 }
 
 // connectUD sends a SIDR REQ: ESTABLISHED or UNREACHABLE follows.
-func (ep *endpoint) connectUD(p *id.ConnParam) error {
+func (ep *endpoint) connectUD(p *fabric.ConnParam) error {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if ep.destroyed || ep.bind == nil || ep.ud.connecting || ep.ud.parent != nil || !ep.remote.IsValid() {
@@ -116,7 +116,7 @@ func (ep *endpoint) answerUD(status sidr.Status, qpn uint32, pd []byte, uid uint
 	s, key, local, ps := ep.ud.parent, ep.ud.key, ep.local, ep.ps
 	ep.mu.Unlock()
 	return sendREP(s, key, local, &sidr.Message{Type: sidr.TypeREP, PortSpace: uint16(ps), TID: key.tid,
-		Status: status, QPN: qpn & sidr.MaxQPN, QKey: id.UDPQKey, PrivateData: pd})
+		Status: status, QPN: qpn & sidr.MaxQPN, QKey: fabric.UDPQKey, PrivateData: pd})
 }
 
 func sendREP(s *udSock, key sidrKey, local netip.AddrPort, m *sidr.Message) error {
@@ -145,7 +145,7 @@ func udSendOnce(f *Fabric, src, to netip.AddrPort, b []byte) {
 	defer unix.Close(fd)
 	if src.Addr().IsValid() && family(src.Addr()) == fam {
 		if err := unix.Bind(fd, sockaddr(src)); err != nil {
-			f.log.Debug().Err(err).Stringer("from", src).Stringer("to", to).Msg("soft: SIDR REP not sent: its port is taken")
+			f.log.Debug().Err(err).Stringer("from", src).Stringer("to", to).Msg("SIDR REP not sent: its port is taken")
 			return
 		}
 	}
@@ -154,7 +154,7 @@ func udSendOnce(f *Fabric, src, to netip.AddrPort, b []byte) {
 
 // acceptUD answers the request with a REP and returns: the passive side
 // gets no ESTABLISHED.
-func (ep *endpoint) acceptUD(uid uint64, p *id.ConnParam) error {
+func (ep *endpoint) acceptUD(uid uint64, p *fabric.ConnParam) error {
 	return ep.answerUD(sidr.StatusSuccess, p.QPNum, p.PrivateData, uid, true)
 }
 
@@ -173,7 +173,7 @@ func (ep *endpoint) destroyUD() {
 	parent, key, local := ep.ud.parent, ep.ud.key, ep.local
 	if parent != nil && !ep.ud.answered {
 		ep.ud.answered = true
-		reject = &sidr.Message{Type: sidr.TypeREP, PortSpace: uint16(ep.ps), TID: key.tid, Status: sidr.StatusReject, QKey: id.UDPQKey}
+		reject = &sidr.Message{Type: sidr.TypeREP, PortSpace: uint16(ep.ps), TID: key.tid, Status: sidr.StatusReject, QKey: fabric.UDPQKey}
 	}
 	s := ep.ud.sock
 	ep.ud.sock = nil
@@ -189,7 +189,7 @@ func (ep *endpoint) destroyUD() {
 	}
 	for _, j := range joins {
 		j.leave()
-		src.q.Extract(func(r *id.RawEvent) bool { return r.UID == j.uid })
+		src.q.Extract(func(r *fabric.RawEvent) bool { return r.UID == j.uid })
 	}
 	if q := ep.ud.qp.Load(); q != nil {
 		_ = q.Destroy()

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // grhLen is the size of the Global Route Header space every UD receive
@@ -66,8 +66,8 @@ func ipv4Checksum(h []byte) uint16 {
 
 // udAH builds the address handle of a UD peer or group: its IP address in
 // DGID (IPv4-mapped for IPv4) and the UDP port its QP receives on in DLID.
-func udAH(a netip.Addr, port uint16, hopLimit, tclass uint8) id.AHAttr {
-	return id.AHAttr{
+func udAH(a netip.Addr, port uint16, hopLimit, tclass uint8) fabric.AHAttr {
+	return fabric.AHAttr{
 		DGID:         a.Unmap().As16(),
 		DLID:         port,
 		IsGlobal:     1,

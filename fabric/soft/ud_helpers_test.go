@@ -34,7 +34,8 @@ func udFabric(t *testing.T, opts ...soft.Option) *soft.Fabric {
 	return f
 }
 
-func countFDs(t *testing.T) int {
+func countFDs(t testing.TB) int {
+	t.Helper()
 	ents, err := os.ReadDir("/proc/self/fd")
 	if err != nil {
 		t.Skip("no /proc/self/fd")
@@ -180,14 +181,6 @@ func noRecv(t *testing.T, i *id.ID, d time.Duration) {
 	if wc, err := i.GetRecvComp(ctx); err == nil {
 		t.Fatalf("unexpected receive completion %+v", wc)
 	}
-}
-
-func pattern(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for k := range b {
-		b[k] = seed + byte(k*7)
-	}
-	return b
 }
 
 func equalPrefix(t *testing.T, what string, got, want []byte, total int) {

@@ -52,12 +52,12 @@ func (p *udPort) attach(s *udSock) {
 		udRecvErrors(p.fd, p.fam)
 		gen, err := s.l.register(p.fd, poll.In, p)
 		if err != nil {
-			s.f.log.Error().Err(err).Int("fd", p.fd).Msg("soft: register UD socket")
+			s.f.log.Error().Err(err).Int("fd", p.fd).Msg("register UD socket")
 			return
 		}
 		p.l, p.gen = s.l, gen
 	} else if p.l != s.l {
-		s.f.log.Error().Int("fd", p.fd).Msg("soft: UD socket shared across loops")
+		s.f.log.Error().Int("fd", p.fd).Msg("UD socket shared across loops")
 		return
 	}
 	p.socks = append(p.socks, s)
@@ -102,7 +102,7 @@ func (p *udPort) onEvents(ev uint32) {
 			p.readErrors()
 			continue
 		default:
-			p.socks[0].f.log.Debug().Err(err).Int("fd", p.fd).Msg("soft: UD socket receive")
+			p.socks[0].f.log.Debug().Err(err).Int("fd", p.fd).Msg("UD socket receive")
 			continue
 		}
 		p.received(&d)
@@ -115,7 +115,7 @@ func (p *udPort) received(d *udDatagram) {
 	var m sidr.Message
 	err := sidr.Parse(d.b, &m)
 	if err != nil || d.trunc {
-		f.log.Debug().Err(err).Stringer("from", d.from).Int("len", len(d.b)).Msg("soft: malformed SIDR datagram dropped")
+		f.log.Debug().Err(err).Stringer("from", d.from).Int("len", len(d.b)).Msg("malformed SIDR datagram dropped")
 		return
 	}
 	if m.Type == sidr.TypeREQ {
@@ -131,14 +131,14 @@ func (p *udPort) received(d *udDatagram) {
 	for _, s := range p.socks {
 		if c := s.conn; c != nil && !c.done && c.tid == m.TID {
 			if !sameEndpoint(d.from, c.to) {
-				f.log.Debug().Stringer("from", d.from).Stringer("want", c.to).Msg("soft: SIDR REP from another address dropped")
+				f.log.Debug().Stringer("from", d.from).Stringer("want", c.to).Msg("SIDR REP from another address dropped")
 				return
 			}
 			s.onREP(&m, d)
 			return
 		}
 	}
-	f.log.Debug().Stringer("from", d.from).Msg("soft: unexpected SIDR REP dropped")
+	f.log.Debug().Stringer("from", d.from).Msg("unexpected SIDR REP dropped")
 }
 
 // reply sends a REP answering m with a status and nothing else.

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/sidr"
 )
 
@@ -115,7 +115,7 @@ type udSock struct {
 
 	closed    bool
 	listening bool
-	ps        id.PortSpace
+	ps        fabric.PortSpace
 	backlog   int
 	pending   int
 	reqs      map[sidrKey]*sidrReq
@@ -221,17 +221,17 @@ func (s *udSock) onREQ(m *sidr.Message, d *udDatagram) {
 		return // a retransmission of a request the user has
 	}
 	if s.pending >= s.backlog {
-		s.f.log.Debug().Stringer("from", d.from).Msg("soft: SIDR backlog full, request dropped")
+		s.f.log.Debug().Stringer("from", d.from).Msg("SIDR backlog full, request dropped")
 		return
 	}
 	host := sourceOf(d.from)
 	src := s.sources[host]
 	if src != nil && src.n >= sidrMaxPerSource && !s.evictOldest(&src.answered) {
-		s.f.log.Debug().Stringer("from", d.from).Msg("soft: SIDR requests of one source over its share, request dropped")
+		s.f.log.Debug().Stringer("from", d.from).Msg("SIDR requests of one source over its share, request dropped")
 		return
 	}
 	if len(s.reqs) >= sidrMaxReqs && !s.evictOldest(&s.answered) {
-		s.f.log.Debug().Stringer("from", d.from).Msg("soft: SIDR request table full, request dropped")
+		s.f.log.Debug().Stringer("from", d.from).Msg("SIDR request table full, request dropped")
 		return
 	}
 	dst := d.dst
@@ -242,9 +242,9 @@ func (s *udSock) onREQ(m *sidr.Message, d *udDatagram) {
 	if err != nil {
 		return
 	}
-	raw := id.RawEvent{Type: id.EventConnectRequest, Child: child, QPNum: m.QPN, QKey: m.QKey,
+	raw := fabric.RawEvent{Type: fabric.EventConnectRequest, Child: child, QPNum: m.QPN, QKey: m.QKey,
 		AH: udAH(d.from.Addr(), udQPPort(m.QPN, d.from.Port()), d.ttl, d.tos)}
-	raw.PrivateDataLen = id.MaxPrivateDataSIDRREQ // as IB reports it: the whole SIDR REQ field
+	raw.PrivateDataLen = fabric.MaxPrivateDataSIDRREQ // as IB reports it: the whole SIDR REQ field
 	copy(raw.PrivateData[:], m.PrivateData)
 	if src = s.sources[host]; src == nil { // the eviction may have dropped it
 		src = &sidrSource{addr: host}
@@ -278,7 +278,7 @@ func (s *udSock) answer(key sidrKey, rep []byte) bool {
 	r.mine = r.src.answered.PushBack(r)
 	s.pending--
 	if err := udSendFrom(s.port.fd, s.port.fam, rep, key.from, r.dst); err != nil {
-		s.f.log.Debug().Err(err).Stringer("to", key.from).Msg("soft: SIDR REP send")
+		s.f.log.Debug().Err(err).Stringer("to", key.from).Msg("SIDR REP send")
 	}
 	return true
 }
@@ -290,7 +290,7 @@ func (s *udSock) connect(c *sidrConn) {
 	}
 	s.conn = c
 	if err := udSendFrom(s.port.fd, s.port.fam, c.req, c.to, s.local.Addr()); err != nil && err != unix.EAGAIN && err != unix.ENOBUFS {
-		s.finish(c, id.EventUnreachable, -int32(errnoOf(err)), nil)
+		s.finish(c, fabric.EventUnreachable, -int32(errnoOf(err)), nil)
 		return
 	}
 	s.arm(c)
@@ -305,7 +305,7 @@ func (s *udSock) onTimer(c *sidrConn) {
 		return
 	}
 	if c.tries >= s.f.opts.ud.retries() {
-		s.finish(c, id.EventUnreachable, -int32(syscall.ETIMEDOUT), nil)
+		s.finish(c, fabric.EventUnreachable, -int32(syscall.ETIMEDOUT), nil)
 		return
 	}
 	c.tries++
@@ -321,16 +321,16 @@ func (s *udSock) refused(c *sidrConn) {
 	if s.closed || c.done || s.conn != c {
 		return
 	}
-	s.finish(c, id.EventUnreachable, int32(sidr.StatusUnsupported), nil)
+	s.finish(c, fabric.EventUnreachable, int32(sidr.StatusUnsupported), nil)
 }
 
 // finish reports the outcome of the active side's request.
-func (s *udSock) finish(c *sidrConn, t id.EventType, status int32, fill func(*id.RawEvent)) {
+func (s *udSock) finish(c *sidrConn, t fabric.EventType, status int32, fill func(*fabric.RawEvent)) {
 	c.done = true
 	if c.timer != nil {
 		c.timer.Stop()
 	}
-	raw := id.RawEvent{Type: t, Status: status}
+	raw := fabric.RawEvent{Type: t, Status: status}
 	if fill != nil {
 		fill(&raw)
 	}
@@ -341,17 +341,17 @@ func (s *udSock) finish(c *sidrConn, t id.EventType, status int32, fill func(*id
 // that it answers the request, from where the request went.
 func (s *udSock) onREP(m *sidr.Message, d *udDatagram) {
 	c := s.conn
-	pd := func(r *id.RawEvent) {
-		r.PrivateDataLen = id.MaxPrivateDataSIDRREP // as IB reports it
+	pd := func(r *fabric.RawEvent) {
+		r.PrivateDataLen = fabric.MaxPrivateDataSIDRREP // as IB reports it
 		copy(r.PrivateData[:], m.PrivateData)
 	}
 	switch {
 	case m.Status != sidr.StatusSuccess:
-		s.finish(c, id.EventUnreachable, int32(m.Status), pd)
-	case m.QKey != id.UDPQKey:
-		s.finish(c, id.EventAddrError, -int32(syscall.EINVAL), nil)
+		s.finish(c, fabric.EventUnreachable, int32(m.Status), pd)
+	case m.QKey != fabric.UDPQKey:
+		s.finish(c, fabric.EventAddrError, -int32(syscall.EINVAL), nil)
 	default:
-		s.finish(c, id.EventEstablished, 0, func(r *id.RawEvent) {
+		s.finish(c, fabric.EventEstablished, 0, func(r *fabric.RawEvent) {
 			r.QPNum, r.QKey = m.QPN, m.QKey
 			r.AH = udAH(c.to.Addr(), udQPPort(m.QPN, c.to.Port()), d.ttl, d.tos)
 			pd(r)
@@ -376,8 +376,8 @@ func (s *udSock) close() {
 }
 
 // newSIDRConn prepares an active request.
-func newSIDRConn(f *Fabric, ps id.PortSpace, qpn uint32, pd []byte, to netip.AddrPort) (*sidrConn, error) {
-	m := sidr.Message{Type: sidr.TypeREQ, PortSpace: uint16(ps), TID: rand.Uint64(), QPN: qpn, QKey: id.UDPQKey, PrivateData: pd}
+func newSIDRConn(f *Fabric, ps fabric.PortSpace, qpn uint32, pd []byte, to netip.AddrPort) (*sidrConn, error) {
+	m := sidr.Message{Type: sidr.TypeREQ, PortSpace: uint16(ps), TID: rand.Uint64(), QPN: qpn, QKey: fabric.UDPQKey, PrivateData: pd}
 	b, err := sidr.Append(nil, &m)
 	if err != nil {
 		return nil, einval("connect: %v", err)

@@ -9,7 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/sidr"
 	"github.com/cmrt/cmrt/poll"
 )
@@ -58,13 +58,13 @@ type udQP struct {
 	maxMsg int
 	qkey   uint32
 	sigAll bool
-	cap    id.QPCap
+	cap    fabric.QPCap
 	scq    *cq
 	rcq    *cq
 	pd     *pd // the id's protection domain
 
 	mu         sync.Mutex
-	recvs      []id.RecvWR
+	recvs      []fabric.RecvWR
 	sendq      []udPending
 	out        bool
 	closed     bool
@@ -78,14 +78,14 @@ type udQP struct {
 
 // udPending is a send the socket did not take yet.
 type udPending struct {
-	wr  id.WC
+	wr  fabric.WC
 	b   []byte
 	to  netip.AddrPort
 	sig bool
 }
 
 // createUDQP creates the datagram data path of a UD endpoint.
-func (ep *endpoint) createUDQP(attr *id.QPInitAttr) (id.QP, error) {
+func (ep *endpoint) createUDQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if ep.destroyed || ep.ud.qp.Load() != nil {
@@ -141,7 +141,7 @@ func (ep *endpoint) createUDQP(attr *id.QPInitAttr) (id.QP, error) {
 		return nil, err
 	}
 	q := &udQP{f: ep.f, ep: ep, l: l, fd: fd, fam: fam, num: uint32(port), local: netip.AddrPortFrom(local, port),
-		maxMsg: udMaxMessage(mtu, local.Is4() && fam == unix.AF_INET), qkey: id.UDPQKey,
+		maxMsg: udMaxMessage(mtu, local.Is4() && fam == unix.AF_INET), qkey: fabric.UDPQKey,
 		sigAll: attr.SigAll, cap: attr.Cap, scq: scq, rcq: rcq, pd: ep.pdLocked()}
 	ep.ud.qp.Store(q)
 	ep.copiers[1] = l
@@ -176,13 +176,13 @@ func (q *udQP) start() {
 	}
 	gen, err := q.l.register(q.fd, poll.In, q)
 	if err != nil {
-		q.f.log.Error().Err(err).Int("fd", q.fd).Msg("soft: register UD QP")
+		q.f.log.Error().Err(err).Int("fd", q.fd).Msg("register UD QP")
 		return
 	}
 	q.gen = gen
 }
 
-// Num implements id.QP: the UDP port the QP receives on.
+// Num implements fabric.QP: the UDP port the QP receives on.
 func (q *udQP) Num() uint32 { return q.num }
 
 // MaxMessageSize returns the largest message a send may carry.
@@ -208,22 +208,24 @@ func (q *udQP) SetMulticastLoopback(on bool) error {
 	return nil
 }
 
-// RegMR implements id.QP: the region is registered in the id's protection
+// RegMR implements fabric.QP: the region is registered in the id's protection
 // domain, where it outlives the QP.
-func (q *udQP) RegMR(buf []byte, access id.Access) (id.MR, error) { return q.pd.RegMR(buf, access) }
+func (q *udQP) RegMR(buf []byte, access fabric.Access) (fabric.MR, error) {
+	return q.pd.RegMR(buf, access)
+}
 
-// DeregMR implements id.QP (see pd.DeregMR).
-func (q *udQP) DeregMR(m id.MR) error { return q.pd.DeregMR(m) }
+// DeregMR implements fabric.QP (see pd.DeregMR).
+func (q *udQP) DeregMR(m fabric.MR) error { return q.pd.DeregMR(m) }
 
-// SendCQ implements id.QP.
-func (q *udQP) SendCQ() id.CQ { return q.scq }
+// SendCQ implements fabric.QP.
+func (q *udQP) SendCQ() fabric.CQ { return q.scq }
 
-// RecvCQ implements id.QP.
-func (q *udQP) RecvCQ() id.CQ { return q.rcq }
+// RecvCQ implements fabric.QP.
+func (q *udQP) RecvCQ() fabric.CQ { return q.rcq }
 
 // ownMR returns the live region of the QP's protection domain that m is
 // and that holds b.
-func (q *udQP) ownMR(m id.MR, b []byte) (*mr, bool) {
+func (q *udQP) ownMR(m fabric.MR, b []byte) (*mr, bool) {
 	r, err := q.pd.region(m)
 	if err != nil || !r.valid.Load() || !r.contains(b) {
 		return nil, false
@@ -231,10 +233,10 @@ func (q *udQP) ownMR(m id.MR, b []byte) (*mr, bool) {
 	return r, true
 }
 
-// PostSend implements id.QP: one Send is one datagram to wr.AH and
+// PostSend implements fabric.QP: one Send is one datagram to wr.AH and
 // wr.RemoteQPN.
-func (q *udQP) PostSend(wr *id.SendWR) error {
-	if wr == nil || wr.Opcode != id.WRSend {
+func (q *udQP) PostSend(wr *fabric.SendWR) error {
+	if wr == nil || wr.Opcode != fabric.WRSend {
 		return einval("post_send: UD QPs send only Sends")
 	}
 	if wr.AH == nil {
@@ -243,7 +245,7 @@ func (q *udQP) PostSend(wr *id.SendWR) error {
 	if len(wr.Buf) > q.maxMsg {
 		return fmt.Errorf("soft: post_send: %d bytes over the UD message limit %d: %w", len(wr.Buf), q.maxMsg, syscall.EMSGSIZE)
 	}
-	if wr.Flags&id.SendInline == 0 && len(wr.Buf) > 0 {
+	if wr.Flags&fabric.SendInline == 0 && len(wr.Buf) > 0 {
 		if _, ok := q.ownMR(wr.MR, wr.Buf); !ok {
 			return einval("post_send: buffer outside a region registered on the QP")
 		}
@@ -279,13 +281,13 @@ func (q *udQP) PostSend(wr *id.SendWR) error {
 	}
 	b := make([]byte, sidr.DataHeaderLen+len(wr.Buf))
 	h := sidr.DataHeader{DstQPN: wr.RemoteQPN, SrcQPN: q.num, QKey: qkey}
-	if wr.Flags&id.SendSolicited != 0 {
+	if wr.Flags&fabric.SendSolicited != 0 {
 		h.Flags = sidr.FlagSolicited
 	}
 	sidr.PutDataHeader(b, &h)
 	copy(b[sidr.DataHeaderLen:], wr.Buf)
-	p := udPending{wr: id.WC{WRID: wr.WRID, Opcode: id.WCSend, ByteLen: uint32(len(wr.Buf)), QPNum: q.num},
-		b: b, to: netip.AddrPortFrom(to, port), sig: q.sigAll || wr.Flags&id.SendSignaled != 0}
+	p := udPending{wr: fabric.WC{WRID: wr.WRID, Opcode: fabric.WCSend, ByteLen: uint32(len(wr.Buf)), QPNum: q.num},
+		b: b, to: netip.AddrPortFrom(to, port), sig: q.sigAll || wr.Flags&fabric.SendSignaled != 0}
 
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -321,9 +323,9 @@ func (q *udQP) sendLocked(p *udPending) bool {
 			q.scq.push(p.wr)
 		}
 	default:
-		q.f.log.Debug().Err(err).Stringer("to", p.to).Msg("soft: UD send")
+		q.f.log.Debug().Err(err).Stringer("to", p.to).Msg("UD send")
 		wc := p.wr
-		wc.Status = id.WCGeneralErr
+		wc.Status = fabric.WCGeneralErr
 		q.scq.push(wc)
 	}
 	return true
@@ -359,10 +361,10 @@ func (q *udQP) flush() {
 	q.armOut()
 }
 
-// PostRecv implements id.QP. The buffer must hold at least the 40-byte GRH
+// PostRecv implements fabric.QP. The buffer must hold at least the 40-byte GRH
 // every UD receive starts with (EINVAL otherwise: no datagram could ever
 // complete it).
-func (q *udQP) PostRecv(wr *id.RecvWR) error {
+func (q *udQP) PostRecv(wr *fabric.RecvWR) error {
 	if wr == nil {
 		return einval("post_recv: no work request")
 	}
@@ -412,7 +414,7 @@ func (q *udQP) readAll(fd int, group bool) {
 		case unix.EAGAIN:
 			return
 		default:
-			q.f.log.Debug().Err(err).Int("fd", fd).Msg("soft: UD receive")
+			q.f.log.Debug().Err(err).Int("fd", fd).Msg("UD receive")
 		}
 	}
 }
@@ -423,7 +425,7 @@ func (q *udQP) deliver(d *udDatagram, group bool) {
 	var h sidr.DataHeader
 	payload, err := sidr.ParseData(d.b, &h)
 	if err != nil || d.trunc {
-		q.f.log.Debug().Err(err).Stringer("from", d.from).Msg("soft: malformed UD datagram dropped")
+		q.f.log.Debug().Err(err).Stringer("from", d.from).Msg("malformed UD datagram dropped")
 		return
 	}
 	want := q.num
@@ -434,7 +436,7 @@ func (q *udQP) deliver(d *udDatagram, group bool) {
 		return // our own group send, looped back
 	}
 	if h.DstQPN != want || h.QKey != q.qkey {
-		q.f.log.Debug().Stringer("from", d.from).Uint32("qpn", h.DstQPN).Uint32("qkey", h.QKey).Msg("soft: UD datagram for another QP or Q_Key dropped")
+		q.f.log.Debug().Stringer("from", d.from).Uint32("qpn", h.DstQPN).Uint32("qkey", h.QKey).Msg("UD datagram for another QP or Q_Key dropped")
 		return
 	}
 	q.mu.Lock()
@@ -444,21 +446,21 @@ func (q *udQP) deliver(d *udDatagram, group bool) {
 		return
 	}
 	wr := q.recvs[0]
-	q.recvs[0] = id.RecvWR{}
+	q.recvs[0] = fabric.RecvWR{}
 	q.recvs = q.recvs[1:]
 	if len(q.recvs) == 0 {
 		q.recvs = nil
 	}
 	q.mu.Unlock()
 
-	wc := id.WC{WRID: wr.WRID, Opcode: id.WCRecv, QPNum: q.num, SrcQP: h.SrcQPN, Src: d.from, GRH: true,
+	wc := fabric.WC{WRID: wr.WRID, Opcode: fabric.WCRecv, QPNum: q.num, SrcQP: h.SrcQPN, Src: d.from, GRH: true,
 		Solicited: h.Flags&sidr.FlagSolicited != 0}
 	m, ok := wr.MR.(*mr)
 	switch {
 	case !ok || !m.valid.Load():
-		wc.Status = id.WCLocProtErr
+		wc.Status = fabric.WCLocProtErr
 	case grhLen+len(payload) > len(wr.Buf):
-		wc.Status = id.WCLocLenErr
+		wc.Status = fabric.WCLocLenErr
 	default:
 		dst := d.dst
 		if !dst.IsValid() {
@@ -471,7 +473,7 @@ func (q *udQP) deliver(d *udDatagram, group bool) {
 	q.rcq.push(wc)
 }
 
-// Destroy implements id.QP: posted work requests are discarded, the socket
+// Destroy implements fabric.QP: posted work requests are discarded, the socket
 // is closed before it returns, and the completion queues are released.
 func (q *udQP) Destroy() error {
 	q.mu.Lock()

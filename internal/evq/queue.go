@@ -11,13 +11,13 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/poll"
 )
 
 // ErrClosed is returned by Push and Pop on a closed queue. It wraps
-// id.ErrClosed and EBADF, as the kernel reports a closed channel fd.
-var ErrClosed = fmt.Errorf("%w: %w", id.ErrClosed, syscall.EBADF)
+// fabric.ErrClosed and EBADF, as the kernel reports a closed channel fd.
+var ErrClosed = fmt.Errorf("%w: %w", fabric.ErrClosed, syscall.EBADF)
 
 // errAgain is returned by a non-blocking Pop on an empty queue.
 var errAgain = fmt.Errorf("evq: no event queued: %w", syscall.EAGAIN)
@@ -29,7 +29,7 @@ type Queue struct {
 	done   chan struct{} // closed by Close
 
 	mu     sync.Mutex
-	items  []id.RawEvent // ring buffer
+	items  []fabric.RawEvent // ring buffer
 	head   int
 	n      int
 	closed bool
@@ -41,7 +41,7 @@ func New() (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Queue{efd: efd, signal: make(chan struct{}, 1), done: make(chan struct{}), items: make([]id.RawEvent, 8)}, nil
+	return &Queue{efd: efd, signal: make(chan struct{}, 1), done: make(chan struct{}), items: make([]fabric.RawEvent, 8)}, nil
 }
 
 // Fd is readable while the queue holds events.
@@ -55,7 +55,7 @@ func (q *Queue) Len() int {
 }
 
 func (q *Queue) grow() {
-	items := make([]id.RawEvent, 2*len(q.items))
+	items := make([]fabric.RawEvent, 2*len(q.items))
 	for k := 0; k < q.n; k++ {
 		items[k] = q.items[(q.head+k)%len(q.items)]
 	}
@@ -63,7 +63,7 @@ func (q *Queue) grow() {
 }
 
 // pushLocked appends ev; the caller holds q.mu.
-func (q *Queue) pushLocked(ev *id.RawEvent) error {
+func (q *Queue) pushLocked(ev *fabric.RawEvent) error {
 	if q.closed {
 		return ErrClosed
 	}
@@ -88,7 +88,7 @@ func (q *Queue) wake() {
 }
 
 // Push appends a copy of ev.
-func (q *Queue) Push(ev *id.RawEvent) error {
+func (q *Queue) Push(ev *fabric.RawEvent) error {
 	q.mu.Lock()
 	err := q.pushLocked(ev)
 	q.mu.Unlock()
@@ -100,7 +100,7 @@ func (q *Queue) Push(ev *id.RawEvent) error {
 
 // popLocked removes the oldest event into out; the caller holds q.mu and
 // has checked q.n > 0.
-func (q *Queue) popLocked(out *id.RawEvent) {
+func (q *Queue) popLocked(out *fabric.RawEvent) {
 	slot := &q.items[q.head]
 	*out = *slot
 	slot.Child = nil // do not keep the endpoint reachable from the ring
@@ -114,7 +114,7 @@ func (q *Queue) popLocked(out *id.RawEvent) {
 // Pop removes the oldest event into out. On an empty queue it returns an
 // error wrapping EAGAIN, or, with block set, waits for an event, for ctx to
 // end (returning ctx.Err()) or for Close (ErrClosed).
-func (q *Queue) Pop(ctx context.Context, block bool, out *id.RawEvent) error {
+func (q *Queue) Pop(ctx context.Context, block bool, out *fabric.RawEvent) error {
 	for {
 		q.mu.Lock()
 		if q.closed {
@@ -145,10 +145,10 @@ func (q *Queue) Pop(ctx context.Context, block bool, out *id.RawEvent) error {
 
 // Extract removes every event for which match is true, keeping the order
 // of the rest, and returns the removed ones in order.
-func (q *Queue) Extract(match func(*id.RawEvent) bool) []id.RawEvent {
+func (q *Queue) Extract(match func(*fabric.RawEvent) bool) []fabric.RawEvent {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	var out []id.RawEvent
+	var out []fabric.RawEvent
 	kept := 0
 	size := len(q.items)
 	for k := 0; k < q.n; k++ {
@@ -161,7 +161,7 @@ func (q *Queue) Extract(match func(*id.RawEvent) bool) []id.RawEvent {
 		}
 	}
 	for k := kept; k < q.n; k++ {
-		q.items[(q.head+k)%size] = id.RawEvent{}
+		q.items[(q.head+k)%size] = fabric.RawEvent{}
 	}
 	if q.n > 0 && kept == 0 {
 		_, _ = q.efd.Read()
@@ -171,7 +171,7 @@ func (q *Queue) Extract(match func(*id.RawEvent) bool) []id.RawEvent {
 }
 
 // PushAll appends evs in order.
-func (q *Queue) PushAll(evs []id.RawEvent) error {
+func (q *Queue) PushAll(evs []fabric.RawEvent) error {
 	q.mu.Lock()
 	var err error
 	for k := range evs {
@@ -192,16 +192,16 @@ func (q *Queue) PushAll(evs []id.RawEvent) error {
 // poller that holds a duplicate of it (a reactor does) wakes, reads
 // ErrClosed and drops it, instead of waiting forever on a queue nobody
 // will fill.
-func (q *Queue) Close() []id.RawEvent {
+func (q *Queue) Close() []fabric.RawEvent {
 	q.mu.Lock()
 	if q.closed {
 		q.mu.Unlock()
 		return nil
 	}
 	q.closed = true
-	rest := make([]id.RawEvent, 0, q.n)
+	rest := make([]fabric.RawEvent, 0, q.n)
 	for q.n > 0 {
-		var ev id.RawEvent
+		var ev fabric.RawEvent
 		q.popLocked(&ev)
 		rest = append(rest, ev)
 	}

@@ -11,7 +11,7 @@ import (
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -26,7 +26,7 @@ func readable(t *testing.T, q *Queue) bool {
 	return n == 1
 }
 
-func ev(uid uint64, status int32) *id.RawEvent { return &id.RawEvent{UID: uid, Status: status} }
+func ev(uid uint64, status int32) *fabric.RawEvent { return &fabric.RawEvent{UID: uid, Status: status} }
 
 func TestFIFOAndFdLevel(t *testing.T) {
 	q, err := New()
@@ -34,7 +34,7 @@ func TestFIFOAndFdLevel(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	var out id.RawEvent
+	var out fabric.RawEvent
 	if err := q.Pop(context.Background(), false, &out); !errors.Is(err, syscall.EAGAIN) {
 		t.Fatalf("empty Pop = %v", err)
 	}
@@ -64,7 +64,7 @@ func TestBlockingPopWakesAndHonoursContext(t *testing.T) {
 	defer q.Close()
 	got := make(chan int32)
 	go func() {
-		var out id.RawEvent
+		var out fabric.RawEvent
 		if err := q.Pop(context.Background(), true, &out); err != nil {
 			got <- -1
 			return
@@ -78,7 +78,7 @@ func TestBlockingPopWakesAndHonoursContext(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
-	var out id.RawEvent
+	var out fabric.RawEvent
 	if err := q.Pop(ctx, true, &out); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Pop with deadline = %v", err)
 	}
@@ -88,7 +88,7 @@ func TestCloseWakesWaitersAndReturnsTheRest(t *testing.T) {
 	q, _ := New()
 	errc := make(chan error)
 	go func() {
-		var out id.RawEvent
+		var out fabric.RawEvent
 		errc <- q.Pop(context.Background(), true, &out)
 	}()
 	time.Sleep(10 * time.Millisecond)
@@ -119,7 +119,7 @@ func TestExtractKeepsOrderAndLevel(t *testing.T) {
 	for k := int32(0); k < 10; k++ {
 		_ = q.Push(ev(uint64(k%2+1), k))
 	}
-	odd := q.Extract(func(r *id.RawEvent) bool { return r.UID == 2 })
+	odd := q.Extract(func(r *fabric.RawEvent) bool { return r.UID == 2 })
 	if len(odd) != 5 || q.Len() != 5 {
 		t.Fatalf("extracted %d, left %d", len(odd), q.Len())
 	}
@@ -128,14 +128,14 @@ func TestExtractKeepsOrderAndLevel(t *testing.T) {
 			t.Fatalf("extracted out of order: %v", odd)
 		}
 	}
-	var out id.RawEvent
+	var out fabric.RawEvent
 	for k := int32(0); k < 10; k += 2 {
 		if err := q.Pop(context.Background(), false, &out); err != nil || out.Status != k {
 			t.Fatalf("kept out of order at %d: %d", k, out.Status)
 		}
 	}
 	_ = q.Push(ev(3, 0))
-	_ = q.Extract(func(*id.RawEvent) bool { return true })
+	_ = q.Extract(func(*fabric.RawEvent) bool { return true })
 	if readable(t, q) {
 		t.Fatal("fd readable after everything was extracted")
 	}
@@ -162,7 +162,7 @@ func TestConcurrentProducersConsumers(t *testing.T) {
 	for k := range last {
 		last[k] = -1
 	}
-	var out id.RawEvent
+	var out fabric.RawEvent
 	for n := 0; n < producers*per; n++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		err := q.Pop(ctx, true, &out)

@@ -12,7 +12,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/evq"
 )
 
@@ -51,16 +51,16 @@ func (f *Fabric) failure(op string) error {
 	return f.fail[op]
 }
 
-// Name implements id.Fabric.
+// Name implements fabric.Fabric.
 func (f *Fabric) Name() string { return f.name }
 
-// Devices implements id.Fabric.
-func (f *Fabric) Devices() ([]id.Device, error) {
-	return []id.Device{{Name: "fake0", Transport: "iWARP", MaxQPRdAtom: 16, MaxQPInitRdAtom: 16}}, nil
+// Devices implements fabric.Fabric.
+func (f *Fabric) Devices() ([]fabric.Device, error) {
+	return []fabric.Device{{Name: "fake0", Transport: "iWARP", MaxQPRdAtom: 16, MaxQPInitRdAtom: 16}}, nil
 }
 
-// Open implements id.Fabric.
-func (f *Fabric) Open() (id.EventSource, error) {
+// Open implements fabric.Fabric.
+func (f *Fabric) Open() (fabric.EventSource, error) {
 	q, err := evq.New()
 	if err != nil {
 		return nil, err
@@ -77,10 +77,10 @@ type Source struct {
 	eps map[*Endpoint]bool
 }
 
-// Fabric implements id.EventSource.
-func (s *Source) Fabric() id.Fabric { return s.f }
+// Fabric implements fabric.EventSource.
+func (s *Source) Fabric() fabric.Fabric { return s.f }
 
-// Fd implements id.EventSource.
+// Fd implements fabric.EventSource.
 func (s *Source) Fd() int { return s.q.Fd() }
 
 // Endpoints returns how many endpoints report to the source.
@@ -93,8 +93,8 @@ func (s *Source) Endpoints() int {
 // Len returns how many events are queued.
 func (s *Source) Len() int { return s.q.Len() }
 
-// Create implements id.EventSource.
-func (s *Source) Create(uid uint64, ps id.PortSpace, qp id.QPType) (id.Endpoint, error) {
+// Create implements fabric.EventSource.
+func (s *Source) Create(uid uint64, ps fabric.PortSpace, qp fabric.QPType) (fabric.Endpoint, error) {
 	if err := s.f.failure("create"); err != nil {
 		return nil, err
 	}
@@ -105,13 +105,13 @@ func (s *Source) Create(uid uint64, ps id.PortSpace, qp id.QPType) (id.Endpoint,
 	return ep, nil
 }
 
-// Next implements id.EventSource.
-func (s *Source) Next(ctx context.Context, block bool, ev *id.RawEvent) error {
+// Next implements fabric.EventSource.
+func (s *Source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) error {
 	return s.q.Pop(ctx, block, ev)
 }
 
-// Migrate implements id.EventSource.
-func (s *Source) Migrate(e id.Endpoint) error {
+// Migrate implements fabric.EventSource.
+func (s *Source) Migrate(e fabric.Endpoint) error {
 	ep := e.(*Endpoint)
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
@@ -124,7 +124,7 @@ func (s *Source) Migrate(e id.Endpoint) error {
 	}
 	if ep.uid != 0 {
 		uid := ep.uid
-		moved := old.q.Extract(func(r *id.RawEvent) bool { return r.UID == uid })
+		moved := old.q.Extract(func(r *fabric.RawEvent) bool { return r.UID == uid })
 		// The new endpoints of queued requests move with them: the old
 		// source may close before they are delivered.
 		for k := range moved {
@@ -156,7 +156,7 @@ func (s *Source) Migrate(e id.Endpoint) error {
 	return nil
 }
 
-// Close implements id.EventSource.
+// Close implements fabric.EventSource.
 func (s *Source) Close() error {
 	s.mu.Lock()
 	eps := make([]*Endpoint, 0, len(s.eps))
@@ -177,8 +177,8 @@ func (s *Source) Close() error {
 
 // Endpoint is a fake endpoint. Its exported fields are for tests to read.
 type Endpoint struct {
-	PS id.PortSpace
-	QP id.QPType
+	PS fabric.PortSpace
+	QP fabric.QPType
 
 	mu        sync.Mutex
 	src       *Source
@@ -223,16 +223,16 @@ func (e *Endpoint) Queued() int {
 
 // Inject queues an event of type t with status for the endpoint; it reports
 // false if the endpoint is destroyed or not yet accepted.
-func (e *Endpoint) Inject(t id.EventType, status int32, pd []byte) bool {
-	r := id.RawEvent{Type: t, Status: status}
+func (e *Endpoint) Inject(t fabric.EventType, status int32, pd []byte) bool {
+	r := fabric.RawEvent{Type: t, Status: status}
 	r.SetPrivateData(pd)
 	return e.push(&r)
 }
 
 // InjectRaw queues r (its UID is set to the endpoint's).
-func (e *Endpoint) InjectRaw(r *id.RawEvent) bool { return e.push(r) }
+func (e *Endpoint) InjectRaw(r *fabric.RawEvent) bool { return e.push(r) }
 
-func (e *Endpoint) push(r *id.RawEvent) bool {
+func (e *Endpoint) push(r *fabric.RawEvent) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.destroyed || e.uid == 0 {
@@ -252,7 +252,7 @@ func (e *Endpoint) InjectRequest(pd []byte) *Endpoint {
 	src.mu.Lock()
 	src.eps[child] = true
 	src.mu.Unlock()
-	r := id.RawEvent{Type: id.EventConnectRequest, Child: child, ResponderResources: 3, InitiatorDepth: 4}
+	r := fabric.RawEvent{Type: fabric.EventConnectRequest, Child: child, ResponderResources: 3, InitiatorDepth: 4}
 	r.SetPrivateData(pd)
 	if !e.push(&r) {
 		_ = child.Destroy()
@@ -272,13 +272,13 @@ func (e *Endpoint) call(name string) error {
 	return e.src.f.failure(name)
 }
 
-func (e *Endpoint) auto(t id.EventType) {
+func (e *Endpoint) auto(t fabric.EventType) {
 	if e.src.f.Auto {
 		e.Inject(t, 0, nil)
 	}
 }
 
-// Bind implements id.Endpoint.
+// Bind implements fabric.Endpoint.
 func (e *Endpoint) Bind(a netip.AddrPort) error {
 	if err := e.call("bind"); err != nil {
 		return err
@@ -289,7 +289,7 @@ func (e *Endpoint) Bind(a netip.AddrPort) error {
 	return nil
 }
 
-// ResolveAddr implements id.Endpoint.
+// ResolveAddr implements fabric.Endpoint.
 func (e *Endpoint) ResolveAddr(src, dst netip.AddrPort, _ time.Duration) error {
 	if err := e.call("resolve_addr"); err != nil {
 		return err
@@ -300,68 +300,68 @@ func (e *Endpoint) ResolveAddr(src, dst netip.AddrPort, _ time.Duration) error {
 		e.local = netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 40000)
 	}
 	e.mu.Unlock()
-	e.auto(id.EventAddrResolved)
+	e.auto(fabric.EventAddrResolved)
 	return nil
 }
 
-// ResolveRoute implements id.Endpoint.
+// ResolveRoute implements fabric.Endpoint.
 func (e *Endpoint) ResolveRoute(time.Duration) error {
 	if err := e.call("resolve_route"); err != nil {
 		return err
 	}
-	e.auto(id.EventRouteResolved)
+	e.auto(fabric.EventRouteResolved)
 	return nil
 }
 
-// Listen implements id.Endpoint.
+// Listen implements fabric.Endpoint.
 func (e *Endpoint) Listen(int) error { return e.call("listen") }
 
-// Connect implements id.Endpoint.
-func (e *Endpoint) Connect(p *id.ConnParam) error {
+// Connect implements fabric.Endpoint.
+func (e *Endpoint) Connect(p *fabric.ConnParam) error {
 	if err := e.call("connect"); err != nil {
 		return err
 	}
 	if e.src.f.Auto {
-		e.Inject(id.EventEstablished, 0, []byte("auto"))
+		e.Inject(fabric.EventEstablished, 0, []byte("auto"))
 	}
 	return nil
 }
 
-// Accept implements id.Endpoint.
-func (e *Endpoint) Accept(uid uint64, _ *id.ConnParam) error {
+// Accept implements fabric.Endpoint.
+func (e *Endpoint) Accept(uid uint64, _ *fabric.ConnParam) error {
 	if err := e.call("accept"); err != nil {
 		return err
 	}
 	e.mu.Lock()
 	e.uid = uid
 	e.mu.Unlock()
-	if e.QP == id.RC {
-		e.auto(id.EventEstablished)
+	if e.QP == fabric.RC {
+		e.auto(fabric.EventEstablished)
 	}
 	return nil
 }
 
-// Reject implements id.Endpoint.
+// Reject implements fabric.Endpoint.
 func (e *Endpoint) Reject([]byte) error { return e.call("reject") }
 
-// Establish implements id.Endpoint.
+// Establish implements fabric.Endpoint.
 func (e *Endpoint) Establish() error { return e.call("establish") }
 
-// Disconnect implements id.Endpoint.
+// Disconnect implements fabric.Endpoint.
 func (e *Endpoint) Disconnect() error {
 	if err := e.call("disconnect"); err != nil {
 		return err
 	}
-	e.auto(id.EventDisconnected)
+	e.auto(fabric.EventDisconnected)
 	return nil
 }
 
-// SetOption implements id.Endpoint.
-func (e *Endpoint) SetOption(id.OptionLevel, id.OptionName, []byte) error {
+// SetOption implements fabric.Endpoint.
+func (e *Endpoint) SetOption(fabric.OptionLevel, fabric.OptionName, []byte) error {
 	return e.call("set_option")
 }
 
-// Join implements id.Endpoint.
+// Join implements fabric.Endpoint.
 func (e *Endpoint) Join(uid uint64, group netip.Addr, _ bool) error {
 	if err := e.call("join"); err != nil {
 		return err
@@ -374,14 +374,14 @@ func (e *Endpoint) Join(uid uint64, group netip.Addr, _ bool) error {
 	src := e.src
 	e.mu.Unlock()
 	if e.src.f.Auto {
-		r := id.RawEvent{UID: uid, Type: id.EventMulticastJoin, QPNum: id.MulticastQPNum, QKey: id.UDPQKey, Group: group}
+		r := fabric.RawEvent{UID: uid, Type: fabric.EventMulticastJoin, QPNum: fabric.MulticastQPNum, QKey: fabric.UDPQKey, Group: group}
 		_ = src.q.Push(&r)
 	}
 	return nil
 }
 
 // InjectJoin queues a multicast event for the join of group.
-func (e *Endpoint) InjectJoin(group netip.Addr, t id.EventType, status int32) bool {
+func (e *Endpoint) InjectJoin(group netip.Addr, t fabric.EventType, status int32) bool {
 	e.mu.Lock()
 	uid, ok := e.groups[group]
 	src := e.src
@@ -389,11 +389,11 @@ func (e *Endpoint) InjectJoin(group netip.Addr, t id.EventType, status int32) bo
 	if !ok {
 		return false
 	}
-	r := id.RawEvent{UID: uid, Type: t, Status: status, QPNum: id.MulticastQPNum, QKey: id.UDPQKey, Group: group}
+	r := fabric.RawEvent{UID: uid, Type: t, Status: status, QPNum: fabric.MulticastQPNum, QKey: fabric.UDPQKey, Group: group}
 	return src.q.Push(&r) == nil
 }
 
-// Leave implements id.Endpoint.
+// Leave implements fabric.Endpoint.
 func (e *Endpoint) Leave(group netip.Addr) error {
 	if err := e.call("leave"); err != nil {
 		return err
@@ -404,17 +404,17 @@ func (e *Endpoint) Leave(group netip.Addr) error {
 	return nil
 }
 
-// Notify implements id.Endpoint.
-func (e *Endpoint) Notify(id.AsyncEvent) error { return e.call("notify") }
+// Notify implements fabric.Endpoint.
+func (e *Endpoint) Notify(fabric.AsyncEvent) error { return e.call("notify") }
 
-// Query implements id.Endpoint.
-func (e *Endpoint) Query() (id.Route, error) {
+// Query implements fabric.Endpoint.
+func (e *Endpoint) Query() (fabric.Route, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return id.Route{Src: e.local, Dst: e.remote, Device: "fake0", PortNum: 1}, nil
+	return fabric.Route{Src: e.local, Dst: e.remote, Device: "fake0", PortNum: 1}, nil
 }
 
-// Destroy implements id.Endpoint: queued events are dropped.
+// Destroy implements fabric.Endpoint: queued events are dropped.
 func (e *Endpoint) Destroy() error {
 	e.mu.Lock()
 	if e.destroyed {
@@ -426,7 +426,7 @@ func (e *Endpoint) Destroy() error {
 	uid, src := e.uid, e.src
 	e.mu.Unlock()
 	if uid != 0 {
-		for _, r := range src.q.Extract(func(r *id.RawEvent) bool { return r.UID == uid }) {
+		for _, r := range src.q.Extract(func(r *fabric.RawEvent) bool { return r.UID == uid }) {
 			if r.Child != nil {
 				_ = r.Child.Destroy()
 			}

@@ -208,7 +208,7 @@ func decide(p Policy, c *counters, u *Unit) Action {
 	return a
 }
 
-// sleeper waits for a duration or until done closes; it reports whether
+// sleep waits for a duration or until done closes; it reports whether
 // the wait ran to its end.
 func sleep(d time.Duration, done <-chan struct{}) bool {
 	if d <= 0 {

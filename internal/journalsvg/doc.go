@@ -1,11 +1,11 @@
-// Package journalsvg draws a cmrt journal (id.Record, as id.ReadJSON reads
+// Package journalsvg draws a cmrt journal (journal.Record, as journal.ReadJSON reads
 // the JSON lines id.WriteJSON and id.ObserveJSON write) as an SVG sequence
 // diagram: one lifeline per id, grouped by the channel the id first
 // reported to, with the ids a listener's CONNECT_REQUESTs made placed
 // right after it; one row per record, in sequence order, with the call or
 // event and its status (errno names, e.g. "-104 ECONNRESET"), the state it
 // led to where that says more than the name, and the time since the
-// journal's first record on the left. Records id.CheckJournal flags are
+// journal's first record on the left. Records journal.Check flags are
 // drawn in red, with the violation in words.
 //
 // Long journals stay readable in two ways:

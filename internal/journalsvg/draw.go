@@ -7,7 +7,7 @@ import (
 	"io"
 	"slices"
 
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // Defaults of the options.
@@ -31,7 +31,7 @@ type config struct {
 	maxRows  int
 	page     int
 	title    string
-	tolerate []id.ViolationKind
+	tolerate []journal.ViolationKind
 }
 
 // WithCollapse sets the shortest run of like ids, or of repetitions of a
@@ -50,8 +50,8 @@ func WithTitle(s string) Option { return func(c *config) { c.title = s } }
 
 // WithTolerate draws violations of these kinds in orange, as expected,
 // rather than in red (a fuzzer that injects illegal events on purpose
-// tolerates id.IllegalEvent); they are not counted in Info.Violations.
-func WithTolerate(kinds ...id.ViolationKind) Option {
+// tolerates journal.IllegalEvent); they are not counted in Info.Violations.
+func WithTolerate(kinds ...journal.ViolationKind) Option {
 	return func(c *config) { c.tolerate = append(c.tolerate, kinds...) }
 }
 
@@ -74,16 +74,16 @@ type Info struct {
 // diagram to w and says what it drew. Only a write error or a page out of
 // range (ErrNoPage) makes it fail; any journal, even one that breaks the
 // model, can be drawn.
-func Draw(w io.Writer, records []id.Record, opts ...Option) (Info, error) {
+func Draw(w io.Writer, records []journal.Record, opts ...Option) (Info, error) {
 	c := config{minRun: DefaultMinRun, maxRows: DefaultMaxRows, page: 1, title: "cmrt journal"}
 	for _, o := range opts {
 		o(&c)
 	}
 	recs := slices.Clone(records)
-	slices.SortStableFunc(recs, func(a, b id.Record) int { return cmp.Compare(a.Seq, b.Seq) })
-	var vs []id.Violation
-	var je *id.JournalError
-	if err := id.CheckJournal(recs); errors.As(err, &je) {
+	slices.SortStableFunc(recs, func(a, b journal.Record) int { return cmp.Compare(a.Seq, b.Seq) })
+	var vs []journal.Violation
+	var je *journal.Error
+	if err := journal.Check(recs); errors.As(err, &je) {
 		vs = je.Violations
 	}
 	m := build(recs, vs, c.tolerate, c.minRun)

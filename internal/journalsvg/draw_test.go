@@ -14,13 +14,14 @@ import (
 	"testing"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 var update = flag.Bool("update", false, "rewrite testdata/*.golden with what Draw draws now")
 
 // draw draws records and checks that the output is well-formed XML with
 // an svg root.
-func draw(t *testing.T, recs []id.Record, opts ...Option) (string, Info) {
+func draw(t *testing.T, recs []journal.Record, opts ...Option) (string, Info) {
 	t.Helper()
 	var buf bytes.Buffer
 	info, err := Draw(&buf, recs, opts...)
@@ -85,74 +86,74 @@ func golden(t *testing.T, name, got string) {
 
 // violating is a journal that breaks the model in four ways, with an
 // illegal event a fuzzer would inject on purpose.
-func violating() []id.Record {
+func violating() []journal.Record {
 	b := newBuilder()
 	l := b.listener(1)
 	b.cycle(l, 1, 2, false)
 	c := b.handle()
-	b.call(c, 2, 0, id.CallCreate, 0)
-	b.event(c, 2, 0, id.EventEstablished, 0)                                     // illegal event in IDLE
-	b.add(id.Record{ID: c, Channel: 2, Kind: id.KindCall, Call: id.CallConnect}) // succeeds in IDLE
-	r := b.call(c, 2, 0, id.CallResolveAddr, 0)
+	b.call(c, 2, 0, journal.CallCreate, 0)
+	b.event(c, 2, 0, id.EventEstablished, 0)                                                    // illegal event in IDLE
+	b.add(journal.Record{ID: c, Channel: 2, Kind: journal.KindCall, Call: journal.CallConnect}) // succeeds in IDLE
+	r := b.call(c, 2, 0, journal.CallResolveAddr, 0)
 	r.State = id.StateEstablished // diverges from the fold
 	b.state[c] = r.State
-	b.call(c, 2, 0, id.CallDestroy, 0)
+	b.call(c, 2, 0, journal.CallDestroy, 0)
 	b.event(c, 2, 0, id.EventDisconnected, 0) // after destroy
-	b.call(c, 2, 0, id.CallBind, 22)          // EINVAL after destroy: fine
-	b.call(l, 1, 0, id.CallDestroy, 0)
+	b.call(c, 2, 0, journal.CallBind, 22)     // EINVAL after destroy: fine
+	b.call(l, 1, 0, journal.CallDestroy, 0)
 	return b.recs
 }
 
 // sync is a synchronous listener and n synchronous clients: each client
 // on a channel of its own, each request migrated to one, and a
 // get_request on the listener per request.
-func syncJournal(n int) []id.Record {
+func syncJournal(n int) []journal.Record {
 	b := newBuilder()
 	l := b.listener(1)
 	for k := 0; k < n; k++ {
 		cch := uint64(100 + 2*k)
 		c := b.handle()
-		b.call(c, cch, 0, id.CallCreate, 0)
-		b.call(c, cch, 0, id.CallResolveAddr, 0)
+		b.call(c, cch, 0, journal.CallCreate, 0)
+		b.call(c, cch, 0, journal.CallResolveAddr, 0)
 		b.event(c, cch, 0, id.EventAddrResolved, 0)
-		b.call(c, cch, 0, id.CallResolveRoute, 0)
+		b.call(c, cch, 0, journal.CallResolveRoute, 0)
 		b.event(c, cch, 0, id.EventRouteResolved, 0)
-		b.call(c, cch, 0, id.CallConnect, 0)
+		b.call(c, cch, 0, journal.CallConnect, 0)
 		s := b.handle()
 		b.event(s, 1, l, id.EventConnectRequest, 0)
-		b.call(s, cch+1, l, id.CallMigrate, 0)
-		b.call(l, 1, 0, id.CallGetRequest, 0)
-		b.call(s, cch+1, l, id.CallAccept, 0)
+		b.call(s, cch+1, l, journal.CallMigrate, 0)
+		b.call(l, 1, 0, journal.CallGetRequest, 0)
+		b.call(s, cch+1, l, journal.CallAccept, 0)
 		b.event(s, cch+1, l, id.EventEstablished, 0)
 		b.event(c, cch, 0, id.EventEstablished, 0)
-		b.call(c, cch, 0, id.CallDisconnect, 0)
+		b.call(c, cch, 0, journal.CallDisconnect, 0)
 		b.event(s, cch+1, l, id.EventDisconnected, 0)
 		b.event(c, cch, 0, id.EventDisconnected, 0)
-		b.call(s, cch+1, l, id.CallDestroy, 0)
-		b.call(c, cch, 0, id.CallDestroy, 0)
+		b.call(s, cch+1, l, journal.CallDestroy, 0)
+		b.call(c, cch, 0, journal.CallDestroy, 0)
 	}
 	// A failed call and a cancel, for their marks.
 	c := b.handle()
-	b.call(c, 999, 0, id.CallCreate, 0)
-	b.call(c, 999, 0, id.CallConnect, 22)
-	b.call(c, 999, 0, id.CallResolveAddr, 0)
-	b.add(id.Record{ID: c, Channel: 999, Kind: id.KindCancel})
-	b.call(c, 999, 0, id.CallDestroy, 0)
-	b.call(l, 1, 0, id.CallDestroy, 0)
+	b.call(c, 999, 0, journal.CallCreate, 0)
+	b.call(c, 999, 0, journal.CallConnect, 22)
+	b.call(c, 999, 0, journal.CallResolveAddr, 0)
+	b.add(journal.Record{ID: c, Channel: 999, Kind: journal.KindCancel})
+	b.call(c, 999, 0, journal.CallDestroy, 0)
+	b.call(l, 1, 0, journal.CallDestroy, 0)
 	return b.recs
 }
 
 func TestGolden(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		recs []id.Record
+		recs []journal.Record
 		opts []Option
 	}{
 		{"cycles", cycles(4), nil},
 		{"cycles-uncollapsed", cycles(4), []Option{WithCollapse(0)}},
 		{"cycles-10k", cycles(667), nil},
 		{"violations", violating(), []Option{WithTitle("a journal that breaks the model")}},
-		{"violations-tolerated", violating(), []Option{WithTolerate(id.IllegalEvent)}},
+		{"violations-tolerated", violating(), []Option{WithTolerate(journal.IllegalEvent)}},
 		{"sync", syncJournal(5), nil},
 		{"page2", cycles(30), []Option{WithCollapse(0), WithMaxRows(60), WithPage(2)}},
 	} {
@@ -166,13 +167,13 @@ func TestGolden(t *testing.T) {
 func TestCheckJournalAgrees(t *testing.T) {
 	// The test journals are what they claim: the good ones pass the
 	// model, the bad one breaks it in the four places the picture shows.
-	for _, recs := range [][]id.Record{cycles(4), cycles(667), syncJournal(5)} {
-		if err := id.CheckJournal(recs); err != nil {
+	for _, recs := range [][]journal.Record{cycles(4), cycles(667), syncJournal(5)} {
+		if err := journal.Check(recs); err != nil {
 			t.Fatalf("test journal breaks the model: %v", err)
 		}
 	}
-	var je *id.JournalError
-	if err := id.CheckJournal(violating()); !errors.As(err, &je) || len(je.Violations) != 4 {
+	var je *journal.Error
+	if err := journal.Check(violating()); !errors.As(err, &je) || len(je.Violations) != 4 {
 		t.Fatalf("violating journal: %v", err)
 	}
 }
@@ -249,15 +250,15 @@ func TestRepeatedRowsCollapse(t *testing.T) {
 	// A block of several rows: a UD id joining and leaving a group.
 	b := newBuilder()
 	u := b.handle()
-	b.add(id.Record{ID: u, Channel: 1, Kind: id.KindCall, Call: id.CallCreate, QPType: id.UD})
-	b.add(id.Record{ID: u, Channel: 1, Kind: id.KindCall, Call: id.CallBind, QPType: id.UD})
+	b.add(journal.Record{ID: u, Channel: 1, Kind: journal.KindCall, Call: journal.CallCreate, QPType: id.UD})
+	b.add(journal.Record{ID: u, Channel: 1, Kind: journal.KindCall, Call: journal.CallBind, QPType: id.UD})
 	for k := 0; k < 50; k++ {
-		b.add(id.Record{ID: u, Channel: 1, Kind: id.KindCall, Call: id.CallJoin, QPType: id.UD})
-		b.add(id.Record{ID: u, Channel: 1, Kind: id.KindEvent, Event: id.EventMulticastJoin, QPType: id.UD})
-		b.add(id.Record{ID: u, Channel: 1, Kind: id.KindCall, Call: id.CallLeave, QPType: id.UD})
+		b.add(journal.Record{ID: u, Channel: 1, Kind: journal.KindCall, Call: journal.CallJoin, QPType: id.UD})
+		b.add(journal.Record{ID: u, Channel: 1, Kind: journal.KindEvent, Event: id.EventMulticastJoin, QPType: id.UD})
+		b.add(journal.Record{ID: u, Channel: 1, Kind: journal.KindCall, Call: journal.CallLeave, QPType: id.UD})
 	}
-	b.add(id.Record{ID: u, Channel: 1, Kind: id.KindCall, Call: id.CallDestroy, QPType: id.UD})
-	if err := id.CheckJournal(b.recs); err != nil {
+	b.add(journal.Record{ID: u, Channel: 1, Kind: journal.KindCall, Call: journal.CallDestroy, QPType: id.UD})
+	if err := journal.Check(b.recs); err != nil {
 		t.Fatal(err)
 	}
 	svg, info = draw(t, b.recs)
@@ -293,7 +294,7 @@ func TestViolationsInRed(t *testing.T) {
 		t.Errorf("a run was collapsed in a journal with one id per kind")
 	}
 	// Tolerated kinds are drawn apart and not counted.
-	svg, info = draw(t, recs, WithTolerate(id.IllegalEvent))
+	svg, info = draw(t, recs, WithTolerate(journal.IllegalEvent))
 	if info.Violations != 3 || strings.Count(svg, `class="br"`) != 3 || strings.Count(svg, `class="tr"`) != 1 ||
 		!strings.Contains(svg, "(illegal event, tolerated)") {
 		t.Errorf("tolerated: info %+v", info)
@@ -304,7 +305,7 @@ func TestDeterministic(t *testing.T) {
 	recs := cycles(40)
 	want, _ := draw(t, recs)
 	// Any order of the same records draws the same picture.
-	shuffled := append([]id.Record(nil), recs...)
+	shuffled := append([]journal.Record(nil), recs...)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	if got, _ := draw(t, shuffled); got != want {
 		t.Error("shuffled records draw another picture")

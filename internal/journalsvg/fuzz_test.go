@@ -6,9 +6,10 @@ import (
 	"testing"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
-// FuzzDraw draws journals made of any records id.ReadJSON can return: it
+// FuzzDraw draws journals made of any records journal.ReadJSON can return: it
 // must not panic, and every page must be well-formed SVG.
 func FuzzDraw(f *testing.F) {
 	f.Add([]byte{3, 40, 1, 0, 0, 0, 0, 0, 1, 0, 1, 2, 0, 0, 1, 1, 0, 9, 0, 11, 1, 0})
@@ -18,23 +19,23 @@ func FuzzDraw(f *testing.F) {
 			return
 		}
 		minRun, maxRows := int(b[0]%5), int(b[1]%60)+1
-		var recs []id.Record
+		var recs []journal.Record
 		seq := uint64(0)
 		for k := 2; k+6 <= len(b); k += 6 {
 			c := b[k : k+6]
 			if c[0]&0x80 == 0 {
 				seq++ // else a repeated sequence number
 			}
-			r := id.Record{Seq: seq, Time: int64(seq)*1000 - int64(c[5]), ID: uint64(c[0]%8) + 1,
-				Channel: uint64(c[1]%4) + 1, Parent: uint64(c[1] >> 5), Kind: id.RecordKind(c[2] % 3),
+			r := journal.Record{Seq: seq, Time: int64(seq)*1000 - int64(c[5]), ID: uint64(c[0]%8) + 1,
+				Channel: uint64(c[1]%4) + 1, Parent: uint64(c[1] >> 5), Kind: journal.RecordKind(c[2] % 3),
 				QPType: id.RC, Status: int32(int8(c[4])), State: id.State(c[3] % 17)}
 			if c[2]&0x80 != 0 {
 				r.QPType = id.UD
 			}
 			switch r.Kind {
-			case id.KindCall:
-				r.Call = id.Call(c[5] % 17)
-			case id.KindEvent:
+			case journal.KindCall:
+				r.Call = journal.Call(c[5] % 17)
+			case journal.KindEvent:
 				r.Event = id.EventType(int(c[5]%21) - 1)
 			}
 			recs = append(recs, r)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // life is one lifeline: an id, or a run of like ids drawn as one.
@@ -37,9 +38,9 @@ type band struct {
 
 // model is a journal laid out for drawing, before paging.
 type model struct {
-	recs      []id.Record
-	bad       map[int][]id.Violation // by record index
-	tolerated map[int][]id.Violation
+	recs      []journal.Record
+	bad       map[int][]journal.Violation // by record index
+	tolerated map[int][]journal.Violation
 	prev      []id.State // by record index: the id's state before it
 	nbad      int        // records that break the model
 	byID      map[uint64]*life
@@ -66,8 +67,8 @@ type block struct {
 }
 
 // build lays out records (sorted by Seq) and their violations.
-func build(recs []id.Record, vs []id.Violation, tolerate []id.ViolationKind, minRun int) *model {
-	m := &model{recs: recs, bad: map[int][]id.Violation{}, tolerated: map[int][]id.Violation{}, byID: map[uint64]*life{}}
+func build(recs []journal.Record, vs []journal.Violation, tolerate []journal.ViolationKind, minRun int) *model {
+	m := &model{recs: recs, bad: map[int][]journal.Violation{}, tolerated: map[int][]journal.Violation{}, byID: map[uint64]*life{}}
 	if len(recs) > 0 {
 		m.t0 = recs[0].Time
 	}
@@ -155,10 +156,10 @@ func build(recs []id.Record, vs []id.Violation, tolerate []id.ViolationKind, min
 	return m
 }
 
-func (m *model) markViolations(vs []id.Violation, tolerate []id.ViolationKind) {
+func (m *model) markViolations(vs []journal.Violation, tolerate []journal.ViolationKind) {
 	// A violation names its record by Seq and id; records are sorted by Seq.
 	for _, v := range vs {
-		k, _ := slices.BinarySearchFunc(m.recs, v.Record.Seq, func(r id.Record, seq uint64) int {
+		k, _ := slices.BinarySearchFunc(m.recs, v.Record.Seq, func(r journal.Record, seq uint64) int {
 			switch {
 			case r.Seq < seq:
 				return -1
@@ -186,7 +187,7 @@ func (m *model) markViolations(vs []id.Violation, tolerate []id.ViolationKind) {
 
 // signature encodes what an id did, without times, handles and channel
 // numbers, so that ids that went through the same cycle compare equal.
-func signature(recs []id.Record, idx []int) string {
+func signature(recs []journal.Record, idx []int) string {
 	b := make([]byte, 0, 8*len(idx))
 	ch := recs[idx[0]].Channel
 	for _, k := range idx {
@@ -238,8 +239,8 @@ func (m *model) collapseIDs(b *band, minRun int) {
 // rowKey is what makes two rows the same for collapseRows.
 type rowKey struct {
 	id      uint64
-	kind    id.RecordKind
-	call    id.Call
+	kind    journal.RecordKind
+	call    journal.Call
 	event   id.EventType
 	status  int32
 	state   id.State

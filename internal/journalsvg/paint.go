@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // Geometry, in pixels. The font is monospace, so a text's width is its
@@ -100,7 +101,7 @@ func (p *painter) paint() {
 		}
 		r := &m.recs[rw.rec]
 		on[m.byID[r.ID]] = true
-		if l := m.byID[r.ID]; l.parent != 0 && r.Kind == id.KindEvent && r.Event == id.EventConnectRequest {
+		if l := m.byID[r.ID]; l.parent != 0 && r.Kind == journal.KindEvent && r.Event == id.EventConnectRequest {
 			on[m.byID[l.parent]] = true
 		}
 	}
@@ -265,7 +266,7 @@ func (p *painter) heads(y int) int {
 // listened reports whether the id listened.
 func listened(m *model, l *life) bool {
 	for _, k := range l.recs {
-		if r := &m.recs[k]; r.Kind == id.KindCall && r.Call == id.CallListen && r.Status == 0 {
+		if r := &m.recs[k]; r.Kind == journal.KindCall && r.Call == journal.CallListen && r.Status == 0 {
 			return true
 		}
 	}
@@ -347,14 +348,14 @@ func (p *painter) row(k, y int) {
 	bad, tol := m.bad[rw.rec], m.tolerated[rw.rec]
 	p.printf("<g><title>")
 	esc(&p.body, r.String())
-	for _, v := range append(append([]id.Violation(nil), bad...), tol...) {
+	for _, v := range append(append([]journal.Violation(nil), bad...), tol...) {
 		esc(&p.body, "\n"+v.Kind.String()+": "+v.Msg)
 	}
 	p.printf("</title>\n")
 	p.text(gutter-4, mid+4, "tm", p.rel(r.Time))
 
 	// The request's arrow from the listener.
-	if r.Kind == id.KindEvent && r.Event == id.EventConnectRequest && l.parent != 0 {
+	if r.Kind == journal.KindEvent && r.Event == id.EventConnectRequest && l.parent != 0 {
 		if pl := m.byID[l.parent]; pl.col >= 0 {
 			px := colX(pl.col)
 			dir := 1
@@ -370,19 +371,19 @@ func (p *painter) row(k, y int) {
 	// The marker.
 	red := len(bad) > 0
 	switch {
-	case r.Kind == id.KindCall && r.Call == id.CallDestroy && r.Status == 0:
+	case r.Kind == journal.KindCall && r.Call == journal.CallDestroy && r.Status == 0:
 		cls := "x"
 		if red {
 			cls = "badx"
 		}
 		p.printf(`<path d="M%d %dl10 10m0-10l-10 10" class="%s"/>`+"\n", x-5, mid-5, cls)
-	case r.Kind == id.KindCall:
+	case r.Kind == journal.KindCall:
 		cls := "ca"
 		if red {
 			cls = "bad"
 		}
 		p.printf(`<rect x="%d" y="%d" width="8" height="8" class="%s"/>`+"\n", x-4, mid-4, cls)
-	case r.Kind == id.KindEvent:
+	case r.Kind == journal.KindEvent:
 		cls := "ev"
 		if red {
 			cls = "badm"
@@ -432,15 +433,15 @@ func (p *painter) label(k int) []span {
 	prev := m.prev[k]
 	var name, status string
 	switch r.Kind {
-	case id.KindCall:
+	case journal.KindCall:
 		name = r.Call.String()
 		if r.Status != 0 {
 			status = errnoName(r.Status)
 		}
-		if r.Call == id.CallMigrate && r.Status == 0 {
+		if r.Call == journal.CallMigrate && r.Status == 0 {
 			name += " → ch " + strconv.FormatUint(r.Channel, 10)
 		}
-	case id.KindEvent:
+	case journal.KindEvent:
 		name = eventName(r.Event)
 		if r.Status < 0 {
 			status = strconv.Itoa(int(r.Status)) + " " + errnoName(-r.Status)
@@ -454,7 +455,7 @@ func (p *painter) label(k int) []span {
 	if status != "" {
 		parts = append(parts, span{" " + status, "er"})
 	}
-	if r.State != prev && r.State.String() != name && !(r.Kind == id.KindCall && r.Call == id.CallDestroy) {
+	if r.State != prev && r.State.String() != name && !(r.Kind == journal.KindCall && r.Call == journal.CallDestroy) {
 		parts = append(parts, span{" → " + r.State.String(), "st"})
 	}
 	return parts

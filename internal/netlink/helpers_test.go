@@ -503,3 +503,21 @@ func compareLinksWithIP(t *testing.T, links []Link) {
 		}
 	}
 }
+
+// ---- nested attributes ---------------------------------------------------
+
+// The library sends no nested attribute (it asks the kernel, which answers
+// with them); tests build the kernel's answers with these.
+
+// nest opens a nested attribute and returns its offset for endNest.
+func (m *builder) nest(typ uint16) int {
+	off := len(m.b)
+	m.b = ne.AppendUint16(m.b, 0)
+	m.b = ne.AppendUint16(m.b, typ) // no NLA_F_NESTED, as iproute2 does
+	return off
+}
+
+// endNest fixes the length of the nested attribute opened at off.
+func (m *builder) endNest(off int) {
+	ne.PutUint16(m.b[off:], uint16(len(m.b)-off))
+}

@@ -251,19 +251,6 @@ func (m *builder) attrAddr(typ uint16, a netip.Addr) {
 	m.attr(typ, b[:])
 }
 
-// nest opens a nested attribute and returns its offset for endNest.
-func (m *builder) nest(typ uint16) int {
-	off := len(m.b)
-	m.b = ne.AppendUint16(m.b, 0)
-	m.b = ne.AppendUint16(m.b, typ) // no NLA_F_NESTED, as iproute2 does
-	return off
-}
-
-// endNest fixes the length of the nested attribute opened at off.
-func (m *builder) endNest(off int) {
-	ne.PutUint16(m.b[off:], uint16(len(m.b)-off))
-}
-
 // finish sets nlmsg_len and returns the encoded message.
 func (m *builder) finish() []byte {
 	ne.PutUint32(m.b[0:4], uint32(len(m.b)))

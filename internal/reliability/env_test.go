@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -176,13 +175,16 @@ func parseLog(data []byte) []map[string]any {
 	return out
 }
 
-// count returns how many entries have message msg and all the fields
-// (field=value checks that the field's string form contains value).
+// countLog returns how many entries have message msg and all the fields
+// (field=value checks that the field's string form contains value). msg
+// is "component: message": "soft: bad MPA request dropped" matches the
+// entries with component "soft" and message "bad MPA request dropped".
 func countLog(entries []map[string]any, msg string, fields ...string) int {
+	component, msg, _ := strings.Cut(msg, ": ")
 	n := 0
 next:
 	for _, e := range entries {
-		if e["message"] != msg {
+		if e["component"] != component || e["message"] != msg {
 			continue
 		}
 		for _, f := range fields {
@@ -583,18 +585,6 @@ func say(format string, args ...any) {
 	outMu.Lock()
 	fmt.Fprintf(os.Stdout, format+"\n", args...)
 	outMu.Unlock()
-}
-
-// settle gives the runtime a moment and reports goroutines above base.
-func goroutinesAbove(base int, d time.Duration) int {
-	deadline := time.Now().Add(d)
-	for {
-		n := runtime.NumGoroutine() - base
-		if n <= 0 || time.Now().After(deadline) {
-			return max(n, 0)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // errnoIs reports whether a status (negative errno) is e.

@@ -30,17 +30,6 @@ func LookupHost(host string) (netip.Addr, error) {
 	return ai.Dst.Addr(), nil
 }
 
-// LookupPort converts a service, numeric ("7471") or a name from the
-// services database ("echo"), to a TCP port number. Failures are
-// *GAIError with EAI_SERVICE.
-func LookupPort(service string) (uint16, error) {
-	ai, err := id.GetAddrInfo(context.Background(), "", service, &id.AddrInfo{})
-	if err != nil {
-		return 0, err
-	}
-	return ai.Dst.Port(), nil
-}
-
 // Getaddrinfo resolves node and service to an address and port, as
 // rdma_getaddrinfo does for the programs (id.GetAddrInfo): an empty node
 // is the wildcard address when passive and the loopback address

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
@@ -30,10 +31,10 @@ const (
 // names ("soft", the default, or "kernel"). When it is the software fabric
 // and a CMRT_SOFT_* variable is set, it is a software fabric configured by
 // them. An unknown name is an error wrapping ENODEV.
-func Fabric() (id.Fabric, error) {
-	f, err := id.DefaultFabric()
+func Fabric() (fabric.Fabric, error) {
+	f, err := fabric.Default()
 	if err != nil {
-		return nil, err
+		return nil, &id.Error{Op: "create_event_channel", Err: err}
 	}
 	if f.Name() != "soft" {
 		return f, nil
@@ -93,7 +94,7 @@ func CreateEventChannel(w io.Writer) (*channel.Channel, error) {
 }
 
 // NewChannel opens an event channel on f, as rdma_create_event_channel.
-func NewChannel(f id.Fabric) (*channel.Channel, error) {
+func NewChannel(f fabric.Fabric) (*channel.Channel, error) {
 	return channel.New(channel.WithFabric(f))
 }
 
@@ -101,7 +102,7 @@ func NewChannel(f id.Fabric) (*channel.Channel, error) {
 // does; the kernel fabric has no verbs layer and answers CreateQP with
 // ENOSYS).
 func HasDataPath(i *id.ID) bool {
-	_, ok := i.Endpoint().(id.QPCreator)
+	_, ok := i.Endpoint().(fabric.QPCreator)
 	return ok
 }
 

@@ -200,7 +200,7 @@ func TestCreateEventChannel(t *testing.T) {
 	t.Setenv("CMRT_FABRIC", "bogus")
 	var w bytes.Buffer
 	ch, err := CreateEventChannel(&w)
-	want := `No RDMA devices were detected (cmrt: create_id: no fabric CMRT_FABRIC="bogus" (registered: "kernel" (github.com/cmrt/cmrt/fabric/kernel), "soft" (github.com/cmrt/cmrt/fabric/soft)): no such device)` + "\n"
+	want := `No RDMA devices were detected (cmrt: create_event_channel: no fabric CMRT_FABRIC="bogus" (registered: "kernel" (github.com/cmrt/cmrt/fabric/kernel), "soft" (github.com/cmrt/cmrt/fabric/soft)): no such device)` + "\n"
 	if ch != nil || !errors.Is(err, syscall.ENODEV) || w.String() != want {
 		t.Errorf("%v %v %q, want %q", ch, err, w.String(), want)
 	}

@@ -1,5 +1,7 @@
 package ucma
 
+import "github.com/cmrt/cmrt/fabric"
+
 // CreateID is CREATE_ID: create a kernel cm id. Response: {u32 id}
 // (DecodeUint32Resp).
 //
@@ -9,8 +11,8 @@ type CreateID struct {
 	// UID is echoed in every event of the id. Never use 0: the kernel
 	// drops events of ids whose uid is 0.
 	UID    uint64
-	PS     uint16 // port space, PS*
-	QPType uint8  // QPType*, read by the kernel only for PSIB
+	PS     fabric.PortSpace
+	QPType fabric.QPType // read by the kernel only for fabric.PSIB
 }
 
 // Cmd returns CmdCreateID.
@@ -31,8 +33,8 @@ func (c *CreateID) Encode(b []byte, resp uintptr) ([]byte, error) {
 	p := b[HeaderSize:]
 	ne.PutUint64(p[0:], c.UID)
 	ne.PutUint64(p[8:], uint64(resp))
-	ne.PutUint16(p[16:], c.PS)
-	p[18] = c.QPType
+	ne.PutUint16(p[16:], uint16(c.PS))
+	p[18] = uint8(c.QPType)
 	return b, nil
 }
 
@@ -187,8 +189,8 @@ func (*GetEvent) Encode(b []byte, resp uintptr) ([]byte, error) {
 // Payload (24 bytes): 0 optval, 8 id, 12 level, 16 optname, 20 optlen.
 type SetOption struct {
 	ID    uint32
-	Level uint32 // OptionLevel*
-	Name  uint32 // Option*
+	Level fabric.OptionLevel
+	Name  fabric.OptionName
 	Val   uintptr
 	Len   uint32
 }
@@ -211,8 +213,8 @@ func (c *SetOption) Encode(b []byte, _ uintptr) ([]byte, error) {
 	p := b[HeaderSize:]
 	ne.PutUint64(p[0:], uint64(c.Val))
 	ne.PutUint32(p[8:], c.ID)
-	ne.PutUint32(p[12:], c.Level)
-	ne.PutUint32(p[16:], c.Name)
+	ne.PutUint32(p[12:], uint32(c.Level))
+	ne.PutUint32(p[16:], uint32(c.Name))
 	ne.PutUint32(p[20:], c.Len)
 	return b, nil
 }
@@ -271,7 +273,7 @@ func (c *MigrateID) Encode(b []byte, resp uintptr) ([]byte, error) {
 // union (304 bytes; u64 arg at 16).
 type WriteCMEvent struct {
 	ID     uint32
-	Event  EventType // EventUser
+	Event  fabric.EventType // fabric.EventUser
 	Status int32
 	Arg    uint64
 }

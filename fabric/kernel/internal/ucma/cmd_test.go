@@ -4,6 +4,8 @@ import (
 	"errors"
 	"syscall"
 	"testing"
+
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // cmdCase is one command with its hand-built expected image.
@@ -47,7 +49,7 @@ func cmdCases(t testing.TB) []cmdCase {
 	}
 
 	return []cmdCase{
-		{"CREATE_ID", &CreateID{UID: 0x1122334455667788, PS: PSIB, QPType: QPTypeUD}, 32, 24, 4, func() []byte {
+		{"CREATE_ID", &CreateID{UID: 0x1122334455667788, PS: fabric.PSIB, QPType: fabric.UD}, 32, 24, 4, func() []byte {
 			b := make([]byte, 32)
 			hdr(b, 0, 24, 4)
 			p := b[8:]
@@ -172,7 +174,7 @@ func cmdCases(t testing.TB) []cmdCase {
 			h64(b[8:], 0, uint64(testResp)) // 0 response
 			return b
 		}},
-		{"SET_OPTION", &SetOption{ID: 14, Level: OptionLevelID, Name: OptionAckTimeout, Val: 0x7f0000001000, Len: 1}, 32, 24, 0, func() []byte {
+		{"SET_OPTION", &SetOption{ID: 14, Level: fabric.OptionLevelID, Name: fabric.OptionAckTimeout, Val: 0x7f0000001000, Len: 1}, 32, 24, 0, func() []byte {
 			b := make([]byte, 32)
 			hdr(b, 14, 24, 0)
 			p := b[8:]
@@ -310,7 +312,7 @@ func cmdCases(t testing.TB) []cmdCase {
 			h32(p, 80, 3)                 // 80 flags ID|NAME; 84 reserved
 			return b
 		}},
-		{"WRITE_CM_EVENT", &WriteCMEvent{ID: 24, Event: EventUser, Status: -5, Arg: 0x0102030405060708}, 328, 320, 0, func() []byte {
+		{"WRITE_CM_EVENT", &WriteCMEvent{ID: 24, Event: fabric.EventUser, Status: -5, Arg: 0x0102030405060708}, 328, 320, 0, func() []byte {
 			b := make([]byte, 328)
 			hdr(b, 24, 320, 0)
 			p := b[8:]

@@ -1,28 +1,10 @@
 package ucma
 
-import "strconv"
-
 // Address families understood by the RDMA CM.
 const (
 	AFInet  = 2  // AF_INET: sockaddr_in, 16 bytes
 	AFInet6 = 10 // AF_INET6: sockaddr_in6, 28 bytes
 	AFIB    = 27 // AF_IB: sockaddr_ib, 48 bytes
-)
-
-// Port spaces (enum rdma_ucm_port_space), the ps field of CREATE_ID.
-const (
-	PSIPoIB = 0x0002
-	PSTCP   = 0x0106
-	PSUDP   = 0x0111
-	PSIB    = 0x013F
-)
-
-// QP types (enum ib_qp_type) for the qp_type field of CREATE_ID, which the
-// kernel only reads for PSIB (PSTCP implies RC, PSUDP and PSIPoIB imply UD).
-const (
-	QPTypeRC = 2
-	QPTypeUC = 3
-	QPTypeUD = 4
 )
 
 // QP states (enum ib_qp_state), the qp_state field of INIT_QP_ATTR.
@@ -34,19 +16,6 @@ const (
 	QPStateSQD   = 4
 	QPStateSQE   = 5
 	QPStateErr   = 6
-)
-
-// Option levels and names for SET_OPTION.
-const (
-	OptionLevelID = 0 // RDMA_OPTION_ID
-	OptionLevelIB = 1 // RDMA_OPTION_IB
-
-	OptionTOS        = 0 // level ID, u8 type of service
-	OptionReuseAddr  = 1 // level ID, int
-	OptionAFOnly     = 2 // level ID, int
-	OptionAckTimeout = 3 // level ID, u8 (4.096 us * 2^n)
-
-	OptionIBPath = 1 // level IB, array of 72-byte PathData
 )
 
 // QUERY options.
@@ -99,47 +68,3 @@ const (
 	// hold when the kernel is too old to fill them (Buffers presets it).
 	InvalidIBDevIndex = 0xFFFFFFFF
 )
-
-// EventType is an RDMA CM event (enum rdma_cm_event_type).
-type EventType uint32
-
-// Event types.
-const (
-	EventAddrResolved     EventType = 0
-	EventAddrError        EventType = 1
-	EventRouteResolved    EventType = 2
-	EventRouteError       EventType = 3
-	EventConnectRequest   EventType = 4
-	EventConnectResponse  EventType = 5
-	EventConnectError     EventType = 6
-	EventUnreachable      EventType = 7
-	EventRejected         EventType = 8
-	EventEstablished      EventType = 9
-	EventDisconnected     EventType = 10
-	EventDeviceRemoval    EventType = 11
-	EventMulticastJoin    EventType = 12
-	EventMulticastError   EventType = 13
-	EventAddrChange       EventType = 14
-	EventTimewaitExit     EventType = 15
-	EventAddrInfoResolved EventType = 16
-	EventAddrInfoError    EventType = 17
-	EventUser             EventType = 18
-	EventInternal         EventType = 19
-)
-
-var eventNames = [...]string{
-	"ADDR_RESOLVED", "ADDR_ERROR", "ROUTE_RESOLVED", "ROUTE_ERROR",
-	"CONNECT_REQUEST", "CONNECT_RESPONSE", "CONNECT_ERROR", "UNREACHABLE",
-	"REJECTED", "ESTABLISHED", "DISCONNECTED", "DEVICE_REMOVAL",
-	"MULTICAST_JOIN", "MULTICAST_ERROR", "ADDR_CHANGE", "TIMEWAIT_EXIT",
-	"ADDRINFO_RESOLVED", "ADDRINFO_ERROR", "USER", "INTERNAL",
-}
-
-// String returns the event's name in the kernel's spelling, e.g.
-// "RDMA_CM_EVENT_ESTABLISHED", or "EventType(N)" for an unknown value.
-func (t EventType) String() string {
-	if int(t) < len(eventNames) {
-		return "RDMA_CM_EVENT_" + eventNames[t]
-	}
-	return "EventType(" + strconv.FormatUint(uint64(t), 10) + ")"
-}

@@ -1,5 +1,7 @@
 package ucma
 
+import "github.com/cmrt/cmrt/fabric"
+
 // Sizes of struct rdma_ucm_event_resp.
 const (
 	// EventRespSize is the full size, ECE included (the GET_EVENT out).
@@ -19,7 +21,7 @@ const (
 // conn_param, ud_param, or u32 arg32[2]), 324 reserved, 328 ece.
 //
 // The kernel fills one view of the union: UD for ids with a UD QP
-// (PSUDP, PSIPoIB, or PSIB with QPTypeUD) and for MULTICAST_* events, Arg
+// (PSUDP, PSIPoIB, or PSIB with a UD QP) and for MULTICAST_* events, Arg
 // for USER events, Conn otherwise. Decode fills all three from the same
 // bytes; the caller reads the one that applies. Conn.PrivateData starts at
 // offset 28 of the response and UD.PrivateData at offset 60.
@@ -32,7 +34,7 @@ type Event struct {
 	// CONNECT_REQUEST, the handle of the new id.
 	ID uint32
 	// Event is the event type.
-	Event EventType
+	Event fabric.EventType
 	// Status is 0 or a negative errno, or the IB REJ reason (REJECTED) or
 	// SIDR status (UNREACHABLE of a UD id).
 	Status int32
@@ -57,7 +59,7 @@ func (e *Event) Decode(b []byte) error {
 	}
 	e.UID = ne.Uint64(b[0:])
 	e.ID = ne.Uint32(b[8:])
-	e.Event = EventType(ne.Uint32(b[12:]))
+	e.Event = fabric.EventType(int32(ne.Uint32(b[12:])))
 	e.Status = int32(ne.Uint32(b[16:]))
 	p := b[eventParamOff : eventParamOff+UDParamSize]
 	_ = e.Conn.Decode(p)

@@ -10,6 +10,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // Paths of the kernel interface.
@@ -191,7 +193,7 @@ func (b *Buffers) Exec(fd int, c Command) ([]byte, error) {
 // SetOption issues SET_OPTION for id with the value val staged in the
 // response area, so the kernel reads it from pinned memory. A val larger
 // than RespCap gives ErrShortBuffer.
-func (b *Buffers) SetOption(fd int, id, level, name uint32, val []byte) error {
+func (b *Buffers) SetOption(fd int, id uint32, level fabric.OptionLevel, name fabric.OptionName, val []byte) error {
 	if b.mem == nil {
 		return ErrClosed
 	}

@@ -11,6 +11,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/cmrt/cmrt/fabric"
 )
 
 func pipe(t *testing.T, flags int) (r, w int) {
@@ -197,7 +199,7 @@ func TestBuffersSetOption(t *testing.T) {
 	defer bufs.Close()
 	r, w := pipe(t, 0)
 	val := []byte{21}
-	if err := bufs.SetOption(w, 3, OptionLevelID, OptionAckTimeout, val); err != nil {
+	if err := bufs.SetOption(w, 3, fabric.OptionLevelID, fabric.OptionAckTimeout, val); err != nil {
 		t.Fatal(err)
 	}
 	cmd := readN(t, r, 32)
@@ -258,7 +260,7 @@ func TestDevice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer bufs.Close()
-	resp, err := bufs.Exec(fd, &CreateID{UID: 1, PS: PSTCP})
+	resp, err := bufs.Exec(fd, &CreateID{UID: 1, PS: fabric.PSTCP})
 	if err != nil {
 		t.Fatalf("CREATE_ID: %v", err)
 	}

@@ -1,4 +1,4 @@
-package id
+package fabric
 
 import (
 	"net/netip"

@@ -1,6 +1,10 @@
-package id
+package journal
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/cmrt/cmrt/fabric"
+)
 
 // State is the state of an id in the rdma_cm state diagram. An id's state is
 // the fold of the calls made on it and the events reported for it: see Apply.
@@ -103,7 +107,7 @@ func (c Call) String() string {
 // CallAllowed reports whether call c is legal in state s for an id of QP
 // type t, and the state the id enters when it succeeds. Illegal calls fail
 // with EINVAL, as the kernel's state checks do.
-func CallAllowed(s State, c Call, t QPType) (State, bool) {
+func CallAllowed(s State, c Call, t fabric.QPType) (State, bool) {
 	if s == StateDestroyed {
 		return s, false
 	}
@@ -129,7 +133,7 @@ func CallAllowed(s State, c Call, t QPType) (State, bool) {
 	case CallConnect:
 		return StateConnect, s == StateRouteResolved
 	case CallAccept:
-		if t == UD {
+		if t == fabric.UD {
 			return StateEstablished, s == StateConnectRequest
 		}
 		return StateAccept, s == StateConnectRequest
@@ -165,7 +169,7 @@ func CallAllowed(s State, c Call, t QPType) (State, bool) {
 // of QP type qp in state s: the model of legal event sequences, from the
 // rdma_cm(7) state diagram, the kernel's per-state gates (cma.c: address,
 // route, IB CM, iWARP CM and SIDR handlers) and librdmacm's flows. Fuzzers
-// and CheckJournal use it as the oracle.
+// and Check use it as the oracle.
 //
 // Per state (RC unless marked; "stays" events leave the state as it is):
 //
@@ -197,7 +201,7 @@ func CallAllowed(s State, c Call, t QPType) (State, bool) {
 // most once and only after ESTABLISHED or a request, and nothing follows
 // DESTROY. ADDRINFO_RESOLVED and ADDRINFO_ERROR are never legal: cmrt has no
 // rdma_resolve_addrinfo.
-func EventAllowed(s State, t EventType, qp QPType) bool {
+func EventAllowed(s State, t fabric.EventType, qp fabric.QPType) bool {
 	_, ok := eventNext(s, t, qp)
 	return ok
 }
@@ -205,7 +209,7 @@ func EventAllowed(s State, t EventType, qp QPType) bool {
 // AfterEvent returns the state an id of QP type qp in state s enters when an
 // event of type t is reported for it. Events that do not move the state,
 // and events the model does not allow (see EventAllowed), leave it.
-func AfterEvent(s State, t EventType, qp QPType) State {
+func AfterEvent(s State, t fabric.EventType, qp fabric.QPType) State {
 	if next, ok := eventNext(s, t, qp); ok {
 		return next
 	}
@@ -213,53 +217,53 @@ func AfterEvent(s State, t EventType, qp QPType) State {
 }
 
 // eventNext is the model's transition function for events.
-func eventNext(s State, t EventType, qp QPType) (State, bool) {
+func eventNext(s State, t fabric.EventType, qp fabric.QPType) (State, bool) {
 	switch s {
 	case StateDestroyed:
 		return s, false
 	case StateCanceled:
 		return s, true
 	case StateDeviceRemoval:
-		return s, t == EventUser
+		return s, t == fabric.EventUser
 	}
-	ud := qp == UD
+	ud := qp == fabric.UD
 	switch t {
-	case EventAddrResolved:
+	case fabric.EventAddrResolved:
 		return StateAddrResolved, s == StateAddrQuery
-	case EventAddrError:
+	case fabric.EventAddrError:
 		if s == StateAddrQuery {
 			return StateAddrBound, true
 		}
 		// cma_sidr_rep_handler: a SIDR REP whose Q_Key cannot be set.
 		return StateFailed, ud && s == StateConnect
-	case EventRouteResolved:
+	case fabric.EventRouteResolved:
 		return StateRouteResolved, s == StateRouteQuery || s == StateAddrResolved
-	case EventRouteError:
+	case fabric.EventRouteError:
 		return StateAddrResolved, s == StateRouteQuery
-	case EventConnectRequest:
+	case fabric.EventConnectRequest:
 		return s, s == StateListen
-	case EventConnectResponse:
+	case fabric.EventConnectResponse:
 		return StateConnectResponse, !ud && s == StateConnect
-	case EventEstablished:
+	case fabric.EventEstablished:
 		return StateEstablished, s == StateConnect || (!ud && s == StateAccept)
-	case EventUnreachable:
+	case fabric.EventUnreachable:
 		return StateFailed, s == StateConnect || (!ud && (s == StateConnectResponse || s == StateAccept))
-	case EventRejected:
+	case fabric.EventRejected:
 		return StateFailed, !ud && (s == StateConnect || s == StateConnectResponse ||
 			s == StateAccept || s == StateConnectRequest)
-	case EventConnectError:
+	case fabric.EventConnectError:
 		return StateFailed, !ud && s == StateConnect
-	case EventDisconnected:
+	case fabric.EventDisconnected:
 		// CONNECT_RESPONSE: the report of the local Disconnect the model
 		// allows there (the kernel's ids stay in RDMA_CM_CONNECT).
 		return StateDisconnected, !ud && (s == StateAccept || s == StateEstablished || s == StateConnectResponse)
-	case EventTimewaitExit:
+	case fabric.EventTimewaitExit:
 		return s, !ud && s == StateDisconnected
-	case EventDeviceRemoval:
+	case fabric.EventDeviceRemoval:
 		return StateDeviceRemoval, true
-	case EventAddrChange, EventMulticastJoin, EventMulticastError:
+	case fabric.EventAddrChange, fabric.EventMulticastJoin, fabric.EventMulticastError:
 		return s, s != StateIdle
-	case EventUser:
+	case fabric.EventUser:
 		return s, true
 	}
 	return s, false
@@ -286,7 +290,7 @@ func Apply(s State, r *Record) State {
 		}
 		return s
 	case KindEvent:
-		if r.Event == EventConnectRequest && r.Parent != 0 {
+		if r.Event == fabric.EventConnectRequest && r.Parent != 0 {
 			return StateConnectRequest // the record of the new id
 		}
 		return AfterEvent(s, r.Event, r.QPType)

@@ -1,4 +1,4 @@
-package id
+package fabric
 
 // EventType is the type of a CM event: the values and names of librdmacm's
 // enum rdma_cm_event_type.

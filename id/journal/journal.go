@@ -1,20 +1,20 @@
-package id
+package journal
 
 import (
 	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
-	"weak"
 
 	"github.com/rs/zerolog"
+
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // RecordKind tells calls from events in a journal.
@@ -51,23 +51,23 @@ type Record struct {
 	Seq uint64
 	// Time is when it happened, in nanoseconds since the Unix epoch.
 	Time int64
-	// ID is the id's handle (ID.Handle).
+	// ID is the id's handle (id.ID.Handle).
 	ID uint64
 	// Parent is, for the CONNECT_REQUEST that created an id, the listener's
 	// handle; on later calls of that id too; otherwise 0.
 	Parent uint64
 	// Channel is the number of the event channel the id reports to when the
-	// record is made (ChannelNumber; a synchronous id's private channel has
+	// record is made (id.ChannelNumber; a synchronous id's private channel has
 	// one too). Only a successful migrate changes it.
 	Channel uint64
 	// Kind says whether this is a call or an event.
 	Kind RecordKind
 	// QPType is the id's QP type.
-	QPType QPType
+	QPType fabric.QPType
 	// Call is the call (KindCall).
 	Call Call
 	// Event is the event type (KindEvent).
-	Event EventType
+	Event fabric.EventType
 	// Status is the event's status, or the failed call's errno (0 on success).
 	Status int32
 	// State is the id's state after the record.
@@ -82,7 +82,7 @@ func (r *Record) String() string {
 		what = r.Call.String()
 	case KindEvent:
 		what = r.Event.String()
-		if r.Event == EventUser {
+		if r.Event == fabric.EventUser {
 			what = "USER"
 		}
 	default:
@@ -102,7 +102,7 @@ type Filter func(*Record) bool
 func ByID(handle uint64) Filter { return func(r *Record) bool { return r.ID == handle } }
 
 // ByChannel selects the records made while their id reported to the
-// channel with this number (ChannelNumber, ID.ChannelNumber).
+// channel with this number (id.ChannelNumber, id.ID.ChannelNumber).
 func ByChannel(n uint64) Filter { return func(r *Record) bool { return r.Channel == n } }
 
 // Journal records calls and events. It keeps the most recent records in a
@@ -119,35 +119,46 @@ type Journal struct {
 
 type observer struct{ fn func(Record) }
 
-// NewJournal returns a journal that keeps the last capacity records
-// (at least 1).
-func NewJournal(capacity int) *Journal {
+// New returns a journal that keeps the last capacity records (at least
+// 1). Its ring is allocated now: 56 bytes per record.
+func New(capacity int) *Journal {
 	if capacity < 1 {
 		capacity = 1
 	}
 	return &Journal{ring: make([]Record, capacity)}
 }
 
-// DefaultJournalCapacity is how many records DefaultJournal keeps: 65536,
-// 3.5 MiB of records allocated when the package initializes.
-const DefaultJournalCapacity = 1 << 16
+// DefaultCapacity is how many records Default keeps: 65536, a ring of
+// 3.5 MiB (56 bytes per record) allocated when Default is first called,
+// which is when the first id without a journal of its own is created.
+const DefaultCapacity = 1 << 16
 
-var defaultJournal = NewJournal(DefaultJournalCapacity)
+var defaultJournal struct {
+	once sync.Once
+	j    *Journal
+}
 
-// DefaultJournal returns the process-wide journal ids use unless they are
-// given another (WithJournal). It keeps the last DefaultJournalCapacity
-// (65536) records: older ones are overwritten and no longer returned by
-// Records, Select, RecordsOf or WriteJSON, though Len still counts them.
-// A process that needs every record observes them as they are made
-// (Observe, ObserveJSON) or gives its ids a journal of its own size.
-func DefaultJournal() *Journal { return defaultJournal }
+// Default returns the process-wide journal ids use unless they are given
+// another (id.WithJournal). It keeps the last DefaultCapacity (65536)
+// records: older ones are overwritten and no longer returned by Records,
+// Select, RecordsOf or WriteJSON, though Len still counts them. A process
+// that needs every record observes them as they are made (Observe,
+// ObserveJSON) or gives its ids a journal of its own size. Its ring is
+// allocated on the first call, not when the package is initialized, so a
+// program that gives every id its own journal never pays for it.
+func Default() *Journal {
+	defaultJournal.once.Do(func() { defaultJournal.j = New(DefaultCapacity) })
+	return defaultJournal.j
+}
 
 // Cap returns how many records the journal keeps.
 func (j *Journal) Cap() int { return len(j.ring) }
 
-// add stamps r with a sequence number and time, stores it, calls the
-// observers and returns the sequence number. It does not allocate.
-func (j *Journal) add(r Record) uint64 {
+// Add stamps r with the next sequence number and the time, stores it,
+// calls the observers and returns the sequence number. It does not
+// allocate. Package id adds a record for every call and event of an id;
+// others may add records of their own (tests building journals do).
+func (j *Journal) Add(r Record) uint64 {
 	r.Time = time.Now().UnixNano()
 	j.mu.Lock()
 	r.Seq = j.seq.Add(1)
@@ -194,7 +205,7 @@ func (j *Journal) Observe(fn func(Record)) (stop func()) {
 }
 
 // ObserveFilter is Observe for the records f selects, e.g.
-// j.ObserveFilter(id.ByID(cm.Handle()), fn).
+// j.ObserveFilter(journal.ByID(cm.Handle()), fn).
 func (j *Journal) ObserveFilter(f Filter, fn func(Record)) (stop func()) {
 	return j.Observe(func(r Record) {
 		if f(&r) {
@@ -320,17 +331,17 @@ func ReadJSON(r io.Reader) ([]Record, error) {
 			rec.Call = Call(c)
 		case "event":
 			rec.Kind = KindEvent
-			rec.Event = EventType(jr.Type)
+			rec.Event = fabric.EventType(jr.Type)
 		case "cancel":
 			rec.Kind = KindCancel
 		default:
 			return out, fmt.Errorf("cmrt: journal record %d: unknown kind %q", len(out)+1, jr.Kind)
 		}
 		switch jr.QP {
-		case RC.String():
-			rec.QPType = RC
-		case UD.String():
-			rec.QPType = UD
+		case fabric.RC.String():
+			rec.QPType = fabric.RC
+		case fabric.UD.String():
+			rec.QPType = fabric.UD
 		default:
 			return out, fmt.Errorf("cmrt: journal record %d: unknown QP type %q", len(out)+1, jr.QP)
 		}
@@ -383,7 +394,7 @@ func (e *DivergenceError) Error() string {
 // ReplayCheck is Replay in check mode: it also verifies that every
 // record's stored State equals the fold, and returns the states reached
 // before the first divergence with a *DivergenceError for it. Records must
-// hold every id's whole history (see CheckJournal for partial journals and
+// hold every id's whole history (see Check for partial journals and
 // the other rules of the model).
 func ReplayCheck(records []Record) (map[uint64]State, error) {
 	states := make(map[uint64]State)
@@ -399,10 +410,10 @@ func ReplayCheck(records []Record) (map[uint64]State, error) {
 	return states, nil
 }
 
-// ViolationKind classifies what CheckJournal finds.
+// ViolationKind classifies what Check finds.
 type ViolationKind uint8
 
-// What CheckJournal checks.
+// What Check checks.
 const (
 	// IllegalEvent: an event the model (EventAllowed) does not allow in the
 	// id's state, a CONNECT_REQUEST for a listener that is not listening, a
@@ -452,14 +463,13 @@ func (v *Violation) String() string {
 	return fmt.Sprintf("%s: %s (in %s): %s", v.Kind, v.Record.String(), v.Before, v.Msg)
 }
 
-// JournalError is CheckJournal's report: every violation, in sequence
-// order.
-type JournalError struct {
+// Error is Check's report: every violation, in sequence order.
+type Error struct {
 	Violations []Violation
 }
 
 // Error implements the error interface: the first violations and a count.
-func (e *JournalError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "cmrt: journal breaks the model in %d places", len(e.Violations))
 	for k := range e.Violations {
@@ -474,9 +484,9 @@ func (e *JournalError) Error() string {
 }
 
 // Without returns the violations of the other kinds than these, as a
-// *JournalError, or nil if none is left. Fuzzers that inject illegal events
+// *Error, or nil if none is left. Fuzzers that inject illegal events
 // on purpose use e.Without(IllegalEvent).
-func (e *JournalError) Without(kinds ...ViolationKind) error {
+func (e *Error) Without(kinds ...ViolationKind) error {
 	var left []Violation
 	for _, v := range e.Violations {
 		if !slices.Contains(kinds, v.Kind) {
@@ -486,12 +496,12 @@ func (e *JournalError) Without(kinds ...ViolationKind) error {
 	if len(left) == 0 {
 		return nil
 	}
-	return &JournalError{Violations: left}
+	return &Error{Violations: left}
 }
 
-// CheckJournal checks records (of one journal, in any order: they are
-// sorted by Seq) against the model and returns a *JournalError listing
-// every violation, or nil. Per id it folds the records (Apply) and flags:
+// Check checks records (of one journal, in any order: they are sorted by
+// Seq) against the model and returns an *Error listing every violation, or
+// nil. Per id it folds the records (Apply) and flags:
 //
 //   - an event the model does not allow in the id's state (EventAllowed),
 //     a CONNECT_REQUEST whose listener is not listening, a multicast event
@@ -506,7 +516,7 @@ func (e *JournalError) Without(kinds ...ViolationKind) error {
 // A journal whose ring dropped its oldest records (the first Seq is above
 // 1) may begin in the middle of an id's history: such an id is then taken
 // to be in the State its first record holds.
-func CheckJournal(records []Record) error {
+func Check(records []Record) error {
 	if !slices.IsSortedFunc(records, cmpSeq) {
 		records = slices.Clone(records)
 		slices.SortStableFunc(records, cmpSeq)
@@ -530,7 +540,7 @@ func CheckJournal(records []Record) error {
 		}
 		st := ids[r.ID]
 		born := (r.Kind == KindCall && r.Call == CallCreate && r.Status == 0) ||
-			(r.Kind == KindEvent && r.Event == EventConnectRequest && r.Parent != 0)
+			(r.Kind == KindEvent && r.Event == fabric.EventConnectRequest && r.Parent != 0)
 		if st == nil {
 			st = &idState{channel: r.Channel}
 			ids[r.ID] = st
@@ -581,12 +591,12 @@ func CheckJournal(records []Record) error {
 				flag(AfterDestroy, r, before, "%s after destroy", r.Event)
 			case !EventAllowed(before, r.Event, r.QPType):
 				flag(IllegalEvent, r, before, "%s not allowed for a %s id in state %s", r.Event, r.QPType, before)
-			case (r.Event == EventMulticastJoin || r.Event == EventMulticastError) && !st.joined:
+			case (r.Event == fabric.EventMulticastJoin || r.Event == fabric.EventMulticastError) && !st.joined:
 				flag(IllegalEvent, r, before, "%s for an id that never joined a group", r.Event)
-			case r.Event == EventTimewaitExit && st.timewait:
+			case r.Event == fabric.EventTimewaitExit && st.timewait:
 				flag(IllegalEvent, r, before, "second TIMEWAIT_EXIT")
 			}
-			if r.Event == EventTimewaitExit {
+			if r.Event == fabric.EventTimewaitExit {
 				st.timewait = true
 			}
 		case KindCancel:
@@ -607,7 +617,7 @@ func CheckJournal(records []Record) error {
 	if len(vs) == 0 {
 		return nil
 	}
-	return &JournalError{Violations: vs}
+	return &Error{Violations: vs}
 }
 
 func cmpSeq(a, b Record) int {
@@ -618,78 +628,4 @@ func cmpSeq(a, b Record) int {
 		return 1
 	}
 	return 0
-}
-
-// Channel numbers: every event source an id reports to (a channel's, or a
-// synchronous id's private one) gets a process-unique number the first time
-// an id uses it, kept for the source's lifetime. Sources are held weakly,
-// so the table does not keep closed channels alive; dead entries are swept
-// as the table grows.
-var channelNumbers = struct {
-	sync.Mutex
-	weak   map[weak.Pointer[byte]]uint64
-	strong map[EventSource]uint64 // sources that are not pointers
-	next   uint64
-	sweep  int
-}{weak: make(map[weak.Pointer[byte]]uint64), strong: make(map[EventSource]uint64), sweep: 64}
-
-// ChannelNumber returns the number journal records carry for an event
-// channel (Record.Channel): stable for the channel's lifetime, unique in
-// the process, never 0. It returns 0 for a nil or closed channel.
-func ChannelNumber(ch Channel) uint64 {
-	if ch == nil {
-		return 0
-	}
-	src := ch.Source()
-	if src == nil {
-		return 0
-	}
-	return sourceNumber(src)
-}
-
-// ChannelNumber returns the number of the channel the id reports to (its
-// private channel's, for a synchronous id), as its journal records carry
-// it. It is kept after Destroy.
-func (i *ID) ChannelNumber() uint64 {
-	i.mu.Lock()
-	defer i.mu.Unlock()
-	return i.chNum
-}
-
-// sourceNumber returns src's channel number, assigning one on first use.
-func sourceNumber(src EventSource) uint64 {
-	if src == nil {
-		return 0
-	}
-	t := &channelNumbers
-	v := reflect.ValueOf(src)
-	t.Lock()
-	defer t.Unlock()
-	if v.Kind() != reflect.Pointer || v.IsNil() {
-		if !v.Comparable() {
-			return 0
-		}
-		n, ok := t.strong[src]
-		if !ok {
-			t.next++
-			n = t.next
-			t.strong[src] = n
-		}
-		return n
-	}
-	key := weak.Make((*byte)(v.UnsafePointer()))
-	if n, ok := t.weak[key]; ok {
-		return n
-	}
-	if len(t.weak) >= t.sweep {
-		for k := range t.weak {
-			if k.Value() == nil {
-				delete(t.weak, k)
-			}
-		}
-		t.sweep = max(64, 2*len(t.weak))
-	}
-	t.next++
-	t.weak[key] = t.next
-	return t.next
 }
