@@ -222,6 +222,10 @@ type CQ interface {
 	// destroyed (with its QP) Fd returns -1, and the descriptor it returned
 	// before is made readable before it is closed, so that a poller holding
 	// a duplicate of it (a reactor does) wakes, sees Fd() < 0 and lets it go.
+	// A queue that cannot make its descriptor readable on close implements
+	// OnClose(f func()) (stop func() bool) instead: it calls every f still
+	// registered (stop unregisters one and reports whether it was) after Fd
+	// returns -1 and before the descriptor is closed.
 	Fd() int
 	// Poll moves up to len(wcs) completions into wcs, oldest first.
 	Poll(wcs []WC) int

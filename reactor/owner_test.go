@@ -4,9 +4,12 @@ import (
 	"context"
 	"net/netip"
 	"os"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/fabric"
@@ -369,5 +372,93 @@ func take(t testing.TB, ch *channel.Channel, want id.EventType) {
 	_ = ev.Ack()
 	if typ != want {
 		t.Fatalf("got %s status %d, want %s", typ, status, want)
+	}
+}
+
+// hookedCQ is a fake queue whose descriptor cannot be made readable on
+// destroy (as the kernel fabric's, an epoll set): it says so through
+// OnClose instead, before it closes its descriptor.
+type hookedCQ struct {
+	*fakeCQ
+	mu    sync.Mutex
+	gone  bool
+	hooks map[int]func()
+	next  int
+	ran   atomic.Int32 // hooks run by destroy
+	fdOK  atomic.Bool  // the descriptor was still open while a hook ran
+}
+
+func (c *hookedCQ) Fd() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.gone {
+		return -1
+	}
+	return c.fakeCQ.Fd()
+}
+
+func (c *hookedCQ) OnClose(f func()) (stop func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hooks == nil {
+		c.hooks = make(map[int]func())
+	}
+	c.next++
+	k := c.next
+	c.hooks[k] = f
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.hooks[k]
+		delete(c.hooks, k)
+		return ok
+	}
+}
+
+func (c *hookedCQ) destroy() {
+	c.mu.Lock()
+	c.gone = true
+	hooks := c.hooks
+	c.hooks = nil
+	c.mu.Unlock()
+	for _, f := range hooks {
+		_, err := unix.FcntlInt(uintptr(c.efd.Fd()), unix.F_GETFD, 0)
+		c.fdOK.Store(err == nil)
+		c.ran.Add(1)
+		f()
+	}
+	_ = c.efd.Close()
+}
+
+// TestCQOnCloseHookDropsRegistration: a completion queue that announces its
+// destroy through OnClose (the kernel fabric's) loses its registration and
+// the reactor's duplicate when it is destroyed, with no UnregisterCQ and no
+// readiness on its descriptor; UnregisterCQ afterwards returns nil.
+func TestCQOnCloseHookDropsRegistration(t *testing.T) {
+	for _, workers := range []int{0, 2} {
+		r := newReactor(t, reactor.WithWorkers(workers))
+		base := fdCount(t)
+		cq := &hookedCQ{fakeCQ: newFakeCQ(t)}
+		if err := r.RegisterCQ(cq, reactor.CompletionFunc(func(*id.WC) error { return nil })); err != nil {
+			t.Fatal(err)
+		}
+		if n := r.Stats().Channels; n != 1 {
+			t.Fatalf("workers=%d: %d registrations, want 1", workers, n)
+		}
+		cq.destroy()
+		if cq.ran.Load() > 0 && !cq.fdOK.Load() {
+			t.Fatalf("workers=%d: the hook ran after the descriptor closed", workers)
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for r.Stats().Channels != 0 || fdCount(t) > base {
+			if time.Now().After(deadline) {
+				t.Fatalf("workers=%d: %d registrations and %d descriptors (base %d) after destroy",
+					workers, r.Stats().Channels, fdCount(t), base)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := r.UnregisterCQ(cq); err != nil {
+			t.Fatalf("workers=%d: UnregisterCQ after destroy: %v", workers, err)
+		}
 	}
 }

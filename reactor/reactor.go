@@ -33,7 +33,8 @@ type Channel interface {
 // number is then reused by another descriptor, cannot make the reactor act
 // on the newcomer (epoll_ctl DEL takes a number); and an owner that closes
 // makes pfd readable (soft queues do, see id.CQ) or calls its OnClose hook
-// (channel.Channel), so the loop drops the registration with its duplicate.
+// (channel.Channel, the kernel fabric's completion queues), so the loop
+// drops the registration with its duplicate.
 type registration struct {
 	key     uint64
 	ch      Channel
@@ -49,9 +50,9 @@ type registration struct {
 	closed  atomic.Bool // pfd is closed
 }
 
-// closeNotifier is implemented by channels that say when they close
-// (channel.Channel): the reactor drops their registration before their
-// descriptor goes.
+// closeNotifier is implemented by channels and completion queues that say
+// when they close (channel.Channel, the kernel fabric's queues): the
+// reactor drops their registration before their descriptor goes.
 type closeNotifier interface {
 	OnClose(f func()) (stop func() bool)
 }
@@ -359,7 +360,12 @@ func (r *Reactor) RegisterCQ(cq id.CQ, h CompletionHandler) error {
 	return r.add(reg, func() bool { return cq.Fd() == fd }, func() bool {
 		_, dup := r.byCQ[cq]
 		return !dup
-	}, func() { r.byCQ[cq] = reg })
+	}, func() {
+		r.byCQ[cq] = reg
+		if cn, ok := cq.(closeNotifier); ok {
+			reg.stop = cn.OnClose(func() { r.ownerClosed(reg) })
+		}
+	})
 }
 
 // UnregisterCQ stops polling a completion queue. Completions already taken
@@ -398,11 +404,15 @@ func (r *Reactor) drop(reg *registration) {
 	r.call(func() { r.forget(reg) })
 }
 
-// ownerClosed is a channel's OnClose hook: the channel is closing, its
-// descriptor still open.
+// ownerClosed is a channel's or completion queue's OnClose hook: the owner
+// is closing, its descriptor still open.
 func (r *Reactor) ownerClosed(reg *registration) {
 	r.regMu.Lock()
-	if r.byCh[reg.ch] == reg {
+	if reg.cq != nil {
+		if r.byCQ[reg.cq] == reg {
+			delete(r.byCQ, reg.cq)
+		}
+	} else if r.byCh[reg.ch] == reg {
 		delete(r.byCh, reg.ch)
 	}
 	r.regMu.Unlock()

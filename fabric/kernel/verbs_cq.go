@@ -43,6 +43,8 @@ type vcq struct {
 	poller  *poll.Poller // Fd's epoll set, nil until Fd
 	efd     *poll.EventFD
 	pending bool // efd raised
+	onClose map[uint64]func()
+	nextKey uint64
 }
 
 var _ fabric.CQ = (*vcq)(nil)
@@ -269,11 +271,21 @@ func (c *vcq) push(wc fabric.WC) {
 // The kernel queue itself goes with DESTROY_CQ (destroyKernel).
 func (c *vcq) close() {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if c.closed {
+		c.mu.Unlock()
 		return
 	}
-	c.closed = true
+	c.closed = true // from here on Fd is -1 and Poll takes nothing
+	hooks := c.onClose
+	c.onClose = nil
+	c.mu.Unlock()
+	// Those polling Fd let it go before it closes (see fabric.CQ): the
+	// descriptor is an epoll set that cannot be made readable for good.
+	for _, f := range hooks {
+		f()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	_ = c.prov.Close()
 	c.soft = nil
 	if c.poller != nil {
@@ -286,4 +298,29 @@ func (c *vcq) close() {
 // destroyKernel runs DESTROY_CQ (after the QP using the queue is gone).
 func (c *vcq) destroyKernel() {
 	_, _ = c.vd.ctx.Exec(&uverbs.DestroyCQ{Handle: c.handle})
+}
+
+// OnClose registers f to run when the queue is destroyed, after Fd returns
+// -1 and before its descriptor is closed (see fabric.CQ); a reactor
+// registering the queue uses it to let its duplicate go. stop unregisters
+// f and reports whether it was still registered.
+func (c *vcq) OnClose(f func()) (stop func() bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return func() bool { return false }
+	}
+	if c.onClose == nil {
+		c.onClose = make(map[uint64]func())
+	}
+	c.nextKey++
+	key := c.nextKey
+	c.onClose[key] = f
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.onClose[key]
+		delete(c.onClose, key)
+		return ok
+	}
 }

@@ -591,3 +591,45 @@ func FuzzGRHSource(f *testing.F) {
 		}
 	})
 }
+
+// TestVerbsCQOnClose: a destroyed queue calls its OnClose hooks after Fd
+// turns -1 and while the descriptor Fd gave is still open (fabric.CQ's
+// contract for queues that cannot make it readable: a reactor drops its
+// duplicate from the hook); a stopped hook is not called, and a hook
+// registered after the destroy never is.
+func TestVerbsCQOnClose(t *testing.T) {
+	s := newSim(t, false, qpRTS)
+	cq := s.q.rcq
+	fd := cq.Fd()
+	if fd < 0 {
+		t.Fatal("no descriptor")
+	}
+	var ran, stopped int
+	var fdAtHook int
+	var open bool
+	cq.OnClose(func() {
+		ran++
+		fdAtHook = cq.Fd()
+		_, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0)
+		open = err == nil
+	})
+	stop := cq.OnClose(func() { stopped++ })
+	if !stop() || stop() {
+		t.Fatal("stop: want true once, then false")
+	}
+	cq.close()
+	if ran != 1 || stopped != 0 {
+		t.Fatalf("hooks run %d (want 1), stopped hook run %d (want 0)", ran, stopped)
+	}
+	if fdAtHook != -1 || !open {
+		t.Fatalf("at the hook: Fd %d (want -1), descriptor open %v (want true)", fdAtHook, open)
+	}
+	late := false
+	if cq.OnClose(func() { late = true })() {
+		t.Fatal("a hook registered after destroy reports it was registered")
+	}
+	cq.close()
+	if late || ran != 1 {
+		t.Fatal("hooks ran again on a second close")
+	}
+}
