@@ -229,3 +229,54 @@ func TestModifyDoesNotAllocate(t *testing.T) {
 		t.Fatalf("Modify allocates %.1f times", allocs)
 	}
 }
+
+// TestNetpollParksUntilReady: after Netpoll the epoll descriptor is
+// non-blocking and a RawConn.Read whose callback polls the set returns once
+// a registered descriptor becomes ready; Close closes the descriptor once.
+func TestNetpollParksUntilReady(t *testing.T) {
+	p, err := Open(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := mustEventFD(t)
+	if err := p.Add(e.Fd(), In, 7); err != nil {
+		t.Fatal(err)
+	}
+	rc, ok, err := p.Netpoll()
+	if err != nil || !ok {
+		t.Fatalf("Netpoll = %v, %v", ok, err)
+	}
+	if _, _, err := p.Netpoll(); !errors.Is(err, syscall.EBUSY) {
+		t.Fatalf("second Netpoll = %v, want EBUSY", err)
+	}
+	fl, _ := unix.FcntlInt(uintptr(p.Fd()), unix.F_GETFL, 0)
+	if fl&unix.O_NONBLOCK == 0 {
+		t.Fatal("epoll descriptor still blocking")
+	}
+	evs := make([]Event, 4)
+	done := make(chan error, 1)
+	go func() {
+		var n int
+		err := rc.Read(func(uintptr) bool {
+			n, _ = p.Wait(evs, 0)
+			return n > 0
+		})
+		if err == nil && (n != 1 || evs[0].Data != 7) {
+			err = errors.New("woke without the report")
+		}
+		done <- err
+	}()
+	_ = e.Add(1)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	fd := p.Fd()
+	for range 2 {
+		if err := p.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err != unix.EBADF {
+		t.Fatalf("epoll descriptor open after Close: %v", err)
+	}
+}

@@ -3,6 +3,8 @@ package poll
 import (
 	"os"
 	"sync/atomic"
+	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -32,6 +34,7 @@ type Poller struct {
 	fd     int
 	closed atomic.Bool
 	raw    []unix.EpollEvent
+	file   *os.File // set by Netpoll: owns fd from then on
 }
 
 // Open creates an epoll instance (close-on-exec) whose Wait returns at most
@@ -95,10 +98,39 @@ func (p *Poller) Wait(out []Event, timeoutMs int) (int, error) {
 	}
 }
 
+// Netpoll hands the epoll descriptor to the Go netpoller, so that its owner
+// can wait for it without holding a thread in epoll_wait: it makes the
+// descriptor non-blocking and wraps it in an *os.File, which the Poller
+// keeps (the file's finalizer would otherwise close the descriptor). The
+// owner waits with the returned RawConn's Read and a callback that calls
+// Wait(out, 0), and must park only after Wait(out, 0) returned 0: the
+// runtime watches the epoll descriptor edge-triggered, and a registered
+// descriptor that stays ready makes no new edge. From then on Close closes
+// the file. ok is false when the runtime would not take the descriptor; the
+// owner then blocks in Wait as before.
+func (p *Poller) Netpoll() (rc syscall.RawConn, ok bool, err error) {
+	if p.file != nil {
+		return nil, false, os.NewSyscallError("netpoll", unix.EBUSY)
+	}
+	if err := unix.SetNonblock(p.fd, true); err != nil {
+		return nil, false, os.NewSyscallError("fcntl", err)
+	}
+	f := os.NewFile(uintptr(p.fd), "epoll")
+	p.file = f // owns fd now, whatever follows
+	if rc, err = f.SyscallConn(); err != nil {
+		return nil, false, err
+	}
+	// Deadlines work only on descriptors the netpoller took.
+	return rc, f.SetReadDeadline(time.Time{}) == nil, nil
+}
+
 // Close closes the epoll descriptor. It is idempotent.
 func (p *Poller) Close() error {
 	if p.closed.Swap(true) {
 		return nil
+	}
+	if p.file != nil {
+		return p.file.Close()
 	}
 	return os.NewSyscallError("close", unix.Close(p.fd))
 }
