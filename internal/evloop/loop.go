@@ -288,18 +288,15 @@ func (l *Loop[H]) Run() {
 		return
 	}
 	defer l.exit()
-	for idle := false; ; {
-		var n int
-		var err error
-		if idle {
+	for {
+		n, err := l.wait(l.events, false)
+		if err == nil && n == 0 {
 			// The loop has caught up: yield once (the goroutine that posts
 			// the next piece of work, a reply or an ack, often runs in
-			// that window, which saves a wakeup), then look again and park
-			// if there is still nothing.
+			// that window, which saves a wakeup), then park unless
+			// something came meanwhile.
 			runtime.Gosched()
 			n, err = l.park()
-		} else {
-			n, err = l.wait(l.events, false)
 		}
 		if err != nil {
 			l.failed(err)
@@ -308,13 +305,9 @@ func (l *Loop[H]) Run() {
 			l.errs = 0
 		}
 		l.handle(l.events[:n])
-		more, exit := l.runTasks()
-		if exit {
+		if l.runTasks() {
 			return
 		}
-		// A full batch or a task left for the next round: look again at
-		// once; otherwise the loop has caught up, and parks.
-		idle = n < len(l.events) && !more
 	}
 }
 
@@ -401,10 +394,11 @@ func (l *Loop[H]) handle(evs []poll.Event) {
 
 // runTasks runs the queued tasks, and those they queue, up to the task
 // budget (checked between batches). The two task slices are swapped rather
-// than reallocated. It reports whether tasks remain, and whether the loop
-// must exit (Stop was called and the queue is empty; the loop is then
-// marked dead, under the same lock).
-func (l *Loop[H]) runTasks() (more, exit bool) {
+// than reallocated; what the budget leaves waits for the next round (park
+// does not park while tasks are queued). It reports whether the loop must
+// exit: Stop was called and the queue is empty (the loop is then marked
+// dead, under the same lock).
+func (l *Loop[H]) runTasks() (exit bool) {
 	ran := 0
 	l.mu.Lock()
 	for {
@@ -415,11 +409,11 @@ func (l *Loop[H]) runTasks() (more, exit bool) {
 				l.dead = true
 			}
 			l.mu.Unlock()
-			return false, exit
+			return exit
 		}
 		if ran >= l.opts.taskBudget {
 			l.mu.Unlock()
-			return true, false
+			return false
 		}
 		l.tasks, l.spare = l.spare[:0], nil
 		l.mu.Unlock()
