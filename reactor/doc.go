@@ -1,7 +1,9 @@
 // Package reactor multiplexes CM event channels, and the completion queues
 // of the data path, on one epoll loop and dispatches their events and work
 // completions to handlers, inline on the loop or on a private ants worker
-// pool.
+// pool. The loop (internal/evloop, which the software fabric runs on too)
+// waits in the Go netpoller: an idle reactor holds a parked goroutine, not
+// a thread blocked in epoll_wait.
 //
 // Each registered channel has a handler (an id.Handler, typically a
 // handlers.Mux). When a channel's descriptor is readable the loop takes up

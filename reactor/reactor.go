@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/evloop"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -36,7 +36,7 @@ type Channel interface {
 // (channel.Channel, the kernel fabric's completion queues), so the loop
 // drops the registration with its duplicate.
 type registration struct {
-	key     uint64
+	gen     uint32 // the loop's generation of pfd's entry
 	ch      Channel
 	src     fabric.EventSource
 	fd      int // the owner's descriptor, for logs
@@ -74,29 +74,22 @@ func (f CompletionFunc) HandleCompletion(wc *id.WC) error { return f(wc) }
 // Reactor is an epoll loop over event channels. Create it with New; it is
 // safe for concurrent use.
 type Reactor struct {
-	opts   Options
-	log    zerolog.Logger
-	poller *poll.Poller
-	waker  *poll.Waker
-	pool   *ants.Pool
-	done   chan struct{}
+	opts  Options
+	log   zerolog.Logger
+	l     *evloop.Loop[*registration] // reports each readable registration to drain
+	pool  *ants.Pool
+	done  <-chan struct{} // the loop has exited
 
 	state    atomic.Int32 // 0 open, 1 closing, 2 closed
 	closeMu  sync.Mutex
 	released sync.Once // the worker pool
 
-	taskMu sync.Mutex
-	tasks  []func()
-	exited bool // the loop has exited: posting is a no-op (under taskMu)
-
-	regMu  sync.Mutex                 // guards byCh, byCQ, live, nextKk and the move to closing
-	byCh   map[Channel]*registration  // registered channels
-	byCQ   map[id.CQ]*registration    // registered completion queues
-	live   map[*registration]struct{} // registrations whose pfd is open
-	nextKk uint64
+	regMu sync.Mutex                 // guards byCh, byCQ, live and the move to closing
+	byCh  map[Channel]*registration  // registered channels
+	byCQ  map[id.CQ]*registration    // registered completion queues
+	live  map[*registration]struct{} // registrations whose pfd is open
 
 	// loop-owned
-	regs   map[uint64]*registration
 	paused bool
 
 	// mailboxes, shared by the loop and the workers
@@ -109,7 +102,6 @@ type Reactor struct {
 	workers  sync.WaitGroup
 	pending  atomic.Int64 // events taken and not yet handled
 	idle     chan struct{}
-	inline   atomic.Int32 // >0 while an inline handler runs on the loop
 
 	stats counters
 }
@@ -134,8 +126,6 @@ type Stats struct {
 	Errors uint64
 }
 
-const wakerKey = 0
-
 // New starts a reactor.
 func New(opts ...Option) (*Reactor, error) {
 	o := defaults()
@@ -148,38 +138,27 @@ func New(opts ...Option) (*Reactor, error) {
 	if o.Batch <= 0 {
 		o.Batch = 64
 	}
-	p, err := poll.Open(128)
-	if err != nil {
-		return nil, err
-	}
-	w, err := poll.NewWaker()
-	if err != nil {
-		_ = p.Close()
-		return nil, err
-	}
-	if err := p.Add(w.Fd(), poll.In, wakerKey); err != nil {
-		_ = p.Close()
-		_ = w.Close()
-		return nil, err
-	}
 	r := &Reactor{
-		opts: o, log: o.Logger.With().Str("component", "reactor").Logger(), poller: p, waker: w, done: make(chan struct{}),
-		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration), regs: make(map[uint64]*registration),
+		opts: o, log: o.Logger.With().Str("component", "reactor").Logger(),
+		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration),
 		live:   make(map[*registration]struct{}),
 		mboxes: make(map[any]*mailbox),
 	}
+	l, err := evloop.New(func(reg *registration, _ uint32) { r.drain(reg) },
+		evloop.WithName("reactor"), evloop.WithLogger(o.Logger), evloop.WithOnExit(r.exit))
+	if err != nil {
+		return nil, err
+	}
+	r.l, r.done = l, l.Done()
 	r.mbCond.L = &r.mbMu
 	if o.Workers > 0 {
-		// The pool hosts Workers long-lived workers that drain mailboxes, so
-		// each learns its goroutine id once (Destroy needs it to tell a
-		// handler destroying its own id from another goroutine).
+		// The pool hosts Workers long-lived workers that drain mailboxes.
 		pool, err := ants.NewPool(o.Workers,
 			ants.WithPanicHandler(func(v any) { r.panicked(nil, v) }),
 			ants.WithLogger(&r.log),
 		)
 		if err != nil {
-			_ = p.Close()
-			_ = w.Close()
+			l.Close()
 			return nil, fmt.Errorf("reactor: worker pool: %w", err)
 		}
 		r.pool = pool
@@ -189,46 +168,24 @@ func New(opts ...Option) (*Reactor, error) {
 				r.workers.Done()
 				r.stopWorkers()
 				pool.Release()
-				_ = p.Close()
-				_ = w.Close()
+				l.Close()
 				return nil, fmt.Errorf("reactor: start worker: %w", err)
 			}
 		}
 	}
-	go r.loop()
+	go l.Run()
 	return r, nil
 }
 
 // post queues fn for the loop goroutine; once the loop has exited it does
 // nothing (the loop's exit released what tasks would have).
-func (r *Reactor) post(fn func()) {
-	r.taskMu.Lock()
-	defer r.taskMu.Unlock()
-	if r.exited {
-		return
-	}
-	r.tasks = append(r.tasks, fn)
-	// Under taskMu: the loop closes the waker only after setting exited.
-	if err := r.waker.Wake(); err != nil {
-		r.log.Error().Err(err).Msg("wake")
-	}
-}
+func (r *Reactor) post(fn func()) { r.l.Post(fn) }
 
 // call runs fn on the loop and waits, unless the caller is an inline
 // handler (which runs on the loop: waiting would deadlock), in which case
-// fn runs when the handler returns.
-func (r *Reactor) call(fn func()) {
-	if r.inline.Load() > 0 {
-		r.post(fn)
-		return
-	}
-	done := make(chan struct{})
-	r.post(func() { fn(); close(done) })
-	select {
-	case <-done:
-	case <-r.done:
-	}
-}
+// fn runs when the handler returns (dispatch marks inline handlers for the
+// loop's Call).
+func (r *Reactor) call(fn func()) { r.l.Call(fn) }
 
 // Register adds a channel: its events go to h. A channel can be registered
 // once. It may be called from a handler. A nil channel or handler (also a
@@ -272,9 +229,10 @@ func (r *Reactor) Register(ch Channel, h id.Handler) error {
 // add registers reg: it duplicates reg.fd (open reports, after the
 // duplicate is made, that reg.fd was still the owner's), and fresh reports
 // whether the channel or queue is not yet registered and record files it
-// (both under regMu). epoll_ctl is safe from any goroutine; the loop learns
-// of the key through a task. A readiness report that comes first is
-// ignored, and being level-triggered it comes again.
+// (both under regMu). epoll_ctl is safe from any goroutine; the loop
+// attaches the registration to the descriptor's generation in a task. A
+// readiness report that comes first is ignored, and being level-triggered
+// it comes again.
 func (r *Reactor) add(reg *registration, open, fresh func() bool, record func()) error {
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
@@ -293,12 +251,12 @@ func (r *Reactor) add(reg *registration, open, fresh func() bool, record func())
 		_ = unix.Close(pfd)
 		return fmt.Errorf("reactor: closed while registering: %w", syscall.EBADF)
 	}
-	r.nextKk++
-	reg.key, reg.pfd = r.nextKk, pfd
-	if err := r.poller.Add(pfd, poll.In, reg.key); err != nil {
+	gen, err := r.l.Add(pfd, poll.In)
+	if err != nil {
 		_ = unix.Close(pfd)
 		return err
 	}
+	reg.gen, reg.pfd = gen, pfd
 	r.live[reg] = struct{}{}
 	record()
 	if reg.ch != nil && reg.ch.Source() == nil {
@@ -308,9 +266,9 @@ func (r *Reactor) add(reg *registration, open, fresh func() bool, record func())
 	}
 	r.post(func() {
 		if !reg.removed.Load() {
-			r.regs[reg.key] = reg
+			r.l.Attach(reg.pfd, reg.gen, reg)
 			if r.paused {
-				_ = r.poller.Modify(reg.pfd, 0, reg.key)
+				_ = r.l.Modify(reg.pfd, reg.gen, 0)
 			}
 		} else {
 			r.forget(reg)
@@ -440,16 +398,15 @@ func (r *Reactor) dropClosed(reg *registration) {
 }
 
 // forget drops a registration: its epoll entry and its duplicate
-// descriptor. Loop only (or once the loop has exited).
+// descriptor. Loop only (or once the loop has exited, which closed every
+// duplicate).
 func (r *Reactor) forget(reg *registration) {
 	reg.removed.Store(true)
-	if r.regs[reg.key] == reg {
-		delete(r.regs, reg.key)
-	}
 	if reg.closed.Load() {
 		return
 	}
-	if err := r.poller.Delete(reg.pfd); err != nil && !errors.Is(err, syscall.ENOENT) {
+	// pfd is open until below, so its number is still reg's.
+	if err := r.l.Unregister(reg.pfd); err != nil && !evloop.IsNotRegistered(err) {
 		r.log.Warn().Err(err).Int("fd", reg.fd).Msg("epoll delete")
 	}
 	r.regMu.Lock()
@@ -465,76 +422,17 @@ func (r *Reactor) closePfdLocked(reg *registration) {
 	}
 }
 
-// loop is the reactor's goroutine. When it exits it releases the poller,
-// the waker and every duplicate descriptor, also when Close gave up waiting
-// for it (a handler that blocked past Close's deadline).
-func (r *Reactor) loop() {
-	defer r.exit()
-	events := make([]poll.Event, 128)
-	// After a busy batch, look again without blocking, and yield once before
-	// sleeping in epoll_wait: the goroutine that will post the next piece of
-	// work (a reply, an ack) often runs in that window, which saves a wakeup.
-	timeout := -1
-	for {
-		n, err := r.poller.Wait(events, timeout)
-		if err == nil && n == 0 && timeout == 0 {
-			runtime.Gosched()
-			timeout = -1
-			continue
-		}
-		timeout = 0
-		if err != nil {
-			r.log.Error().Err(err).Msg("epoll wait")
-			continue
-		}
-		for k := 0; k < n; k++ {
-			key := events[k].Data
-			if key == wakerKey {
-				r.waker.Reset()
-				if r.runTasks() {
-					return
-				}
-				continue
-			}
-			if reg := r.regs[key]; reg != nil {
-				r.drain(reg)
-			}
-		}
-	}
-}
-
-// exit releases what the loop owned. Tasks posted from here on are not run.
+// exit is the loop's OnExit: it releases every duplicate descriptor, also
+// when Close gave up waiting for the loop (a handler that blocked past
+// Close's deadline). The loop closes its own descriptors after it, and
+// runs no task posted from here on.
 func (r *Reactor) exit() {
-	r.taskMu.Lock()
-	r.exited = true
-	r.tasks = nil
-	r.taskMu.Unlock()
 	r.regMu.Lock()
 	for reg := range r.live {
 		reg.removed.Store(true)
 		r.closePfdLocked(reg)
 	}
 	r.regMu.Unlock()
-	clear(r.regs)
-	_ = r.poller.Close()
-	_ = r.waker.Close()
-	close(r.done)
-}
-
-// runTasks runs queued tasks; it reports true when the loop must stop.
-func (r *Reactor) runTasks() (stop bool) {
-	for {
-		r.taskMu.Lock()
-		tasks := r.tasks
-		r.tasks = nil
-		r.taskMu.Unlock()
-		if len(tasks) == 0 {
-			return r.state.Load() != 0
-		}
-		for _, fn := range tasks {
-			fn()
-		}
-	}
 }
 
 // drain takes up to Batch events from a readable channel and dispatches
@@ -595,9 +493,9 @@ func (r *Reactor) drainCQ(reg *registration) {
 // dispatchWC hands one completion to its handler, in order per queue.
 func (r *Reactor) dispatchWC(reg *registration, wc *id.WC) {
 	if r.pool == nil {
-		r.inline.Add(1)
+		r.l.InlineBegin()
 		r.handleWC(reg, wc)
-		r.inline.Add(-1)
+		r.l.InlineEnd()
 		return
 	}
 	r.enqueue(reg, item{wc: *wc, reg: reg})
@@ -623,9 +521,7 @@ func (r *Reactor) pause() {
 		return
 	}
 	r.paused = true
-	for _, reg := range r.regs {
-		_ = r.poller.Modify(reg.pfd, 0, reg.key)
-	}
+	r.l.Range(func(fd int, gen uint32, _ *registration) { _ = r.l.Modify(fd, gen, 0) })
 	r.stats.overloads.Add(1)
 	r.log.Warn().Int64("pending", r.pending.Load()).Msg("overload, reading paused")
 	if r.opts.OnOverload != nil {
@@ -645,17 +541,15 @@ func (r *Reactor) resume() {
 		return
 	}
 	r.paused = false
-	for _, reg := range r.regs {
-		_ = r.poller.Modify(reg.pfd, poll.In, reg.key)
-	}
+	r.l.Range(func(fd int, gen uint32, _ *registration) { _ = r.l.Modify(fd, gen, poll.In) })
 }
 
 // dispatch hands one event to its handler.
 func (r *Reactor) dispatch(ev *id.Event, h id.Handler) {
 	if r.pool == nil {
-		r.inline.Add(1)
+		r.l.InlineBegin()
 		r.handle(ev, h)
-		r.inline.Add(-1)
+		r.l.InlineEnd()
 		return
 	}
 	r.enqueue(ev.ID, item{ev: ev, h: h})
@@ -856,10 +750,13 @@ func (r *Reactor) beginClose() {
 	r.idle = make(chan struct{}, 1)
 	r.mbMu.Unlock()
 	r.post(func() {
-		for _, reg := range r.regs {
+		var regs []*registration
+		r.l.Range(func(_ int, _ uint32, reg *registration) { regs = append(regs, reg) })
+		for _, reg := range regs {
 			r.forget(reg)
 		}
 	})
+	r.l.Stop()
 }
 
 // settle waits until the loop has exited and no event is pending, or ctx
