@@ -3,7 +3,10 @@ package evloop
 import (
 	"io"
 	"net"
+	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -224,3 +227,48 @@ func pingPongLoop(b *testing.B, size int, blocking bool) {
 	}
 	reportRTT(b, rtt)
 }
+
+// BenchmarkHandoffPingPongBusy is BenchmarkHandoffPingPong at 64 B while
+// the process is saturated: four goroutines that compute and yield keep
+// every P busy, so the scheduler polls the network only when sysmon does,
+// every 10 ms. Whatever waits in the netpoller then waits that long: a Go
+// TCP round trip and a round trip through parked loops alike take about
+// 20 ms, where loops blocked in epoll_wait take about 60 µs (the kernel
+// wakes their thread, which queues the goroutine). The price of parking,
+// measured; BENCHMARKS.md weighs it.
+func BenchmarkHandoffPingPongBusy(b *testing.B) {
+	for _, impl := range []string{"tcp", "block", "park"} {
+		b.Run("impl="+impl, func(b *testing.B) {
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			for range 4 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					x := 1
+					for {
+						select {
+						case <-stop:
+							return
+						default:
+						}
+						for k := range 20000 {
+							x = x*31 + k
+						}
+						sink.Store(int64(x))
+						runtime.Gosched()
+					}
+				}()
+			}
+			defer func() { close(stop); wg.Wait() }()
+			switch impl {
+			case "tcp":
+				pingPongTCP(b, 64)
+			default:
+				pingPongLoop(b, 64, impl == "block")
+			}
+		})
+	}
+}
+
+var sink atomic.Int64
