@@ -642,3 +642,32 @@ func TestParkWakeDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%.2f allocations per post and wakeup", a)
 	}
 }
+
+// TestTaskBudget: tasks that keep queueing more do not starve the
+// descriptors: readiness is dispatched between bounded batches of tasks.
+func TestTaskBudget(t *testing.T) {
+	l := startLoop(t, WithTaskBudget(16))
+	e := eventFD(t)
+	h := &handler{on: func(uint32) { _, _ = e.Read() }}
+	mustCall(t, l, func() {
+		if _, err := l.Register(e.Fd(), poll.In, h); err != nil {
+			t.Error(err)
+		}
+	})
+	var stop atomic.Bool
+	t.Cleanup(func() { stop.Store(true) }) // before the loop's Close
+	var spins atomic.Int64
+	var spin func()
+	spin = func() { // re-queues itself for ever
+		spins.Add(1)
+		if !stop.Load() {
+			l.Post(spin)
+		}
+	}
+	l.Post(spin)
+	waitFor(t, 5*time.Second, "the spinning task did not start", func() bool { return spins.Load() > 100 })
+	_ = e.Add(1)
+	waitFor(t, 5*time.Second, "a readable descriptor starved by re-queued tasks", func() bool { return h.n.Load() > 0 })
+	stop.Store(true)
+	mustCall(t, l, func() { _ = l.Unregister(e.Fd()) })
+}
