@@ -25,7 +25,7 @@ import (
 // before (the fallback for a descriptor the netpoller refuses). Reports the
 // p50 and p99 round trip.
 //
-//	go test ./internal/evloop -run '^$' -bench HandoffPingPong -benchtime 20000x -count 5
+//	go test ./internal/evloop -run '^$' -bench 'HandoffPingPong$' -benchtime 20000x -count 5
 func BenchmarkHandoffPingPong(b *testing.B) {
 	for _, size := range []int{64, 4096} {
 		b.Run("size="+map[int]string{64: "64B", 4096: "4KiB"}[size], func(b *testing.B) {
