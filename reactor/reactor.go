@@ -74,11 +74,11 @@ func (f CompletionFunc) HandleCompletion(wc *id.WC) error { return f(wc) }
 // Reactor is an epoll loop over event channels. Create it with New; it is
 // safe for concurrent use.
 type Reactor struct {
-	opts  Options
-	log   zerolog.Logger
-	l     *evloop.Loop[*registration] // reports each readable registration to drain
-	pool  *ants.Pool
-	done  <-chan struct{} // the loop has exited
+	opts Options
+	log  zerolog.Logger
+	l    *evloop.Loop[*registration] // reports each readable registration to drain
+	pool *ants.Pool
+	done <-chan struct{} // the loop has exited
 
 	state    atomic.Int32 // 0 open, 1 closing, 2 closed
 	closeMu  sync.Mutex
