@@ -17,6 +17,7 @@ import (
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
+	"github.com/cmrt/cmrt/internal/callseq"
 	"github.com/cmrt/cmrt/internal/fakefab"
 	"github.com/cmrt/cmrt/reactor"
 )
@@ -268,30 +269,6 @@ var fakeCalls = [...]journal.Call{journal.CallBind, journal.CallResolveAddr, jou
 	journal.CallAccept, journal.CallReject, journal.CallEstablish, journal.CallDisconnect, journal.CallJoin, journal.CallLeave, journal.CallMigrate,
 	journal.CallSetOption, journal.CallNotify, journal.CallGetRequest, journal.CallDestroy}
 
-// progressCalls are the calls that move an id in state st along a
-// connection's life-cycle.
-func progressCalls(st id.State) []journal.Call {
-	switch st {
-	case id.StateIdle:
-		return []journal.Call{journal.CallResolveAddr, journal.CallResolveAddr, journal.CallBind, journal.CallListen}
-	case id.StateAddrBound:
-		return []journal.Call{journal.CallResolveAddr, journal.CallListen, journal.CallJoin}
-	case id.StateAddrResolved:
-		return []journal.Call{journal.CallResolveRoute, journal.CallResolveRoute, journal.CallJoin}
-	case id.StateRouteResolved:
-		return []journal.Call{journal.CallConnect}
-	case id.StateListen:
-		return []journal.Call{journal.CallGetRequest}
-	case id.StateConnectRequest:
-		return []journal.Call{journal.CallAccept, journal.CallAccept, journal.CallReject}
-	case id.StateConnectResponse:
-		return []journal.Call{journal.CallEstablish, journal.CallDisconnect}
-	case id.StateEstablished, id.StateAccept:
-		return []journal.Call{journal.CallDisconnect}
-	}
-	return nil
-}
-
 // call makes one call on s: mostly one that moves it along, sometimes any
 // the model allows, now and then any at all.
 func (d *fakeDriver) call(s *fakeSlot) {
@@ -302,7 +279,7 @@ func (d *fakeDriver) call(s *fakeSlot) {
 			allowed = append(allowed, x)
 		}
 	}
-	for _, x := range progressCalls(st) {
+	for _, x := range callseq.ProgressCalls(st) {
 		if _, ok := journal.CallAllowed(st, x, qp); ok {
 			progress = append(progress, x)
 		}
@@ -319,7 +296,7 @@ func (d *fakeDriver) call(s *fakeSlot) {
 	default:
 		c = progress[d.c.intn(len(progress))]
 	}
-	if s.cm.Synchronous() && waits(c, st, qp) {
+	if s.cm.Synchronous() && callseq.Blocks(c, st, qp) {
 		d.syncCall(s, c, st)
 		return
 	}
@@ -328,20 +305,6 @@ func (d *fakeDriver) call(s *fakeSlot) {
 	if _, ok := journal.CallAllowed(st, c, qp); !ok && err == nil && d.handPumped() && c != journal.CallGetRequest {
 		d.fatalf("%s succeeded on id %d in state %s", c, s.cm.Handle(), st)
 	}
-}
-
-// waits reports whether call c on a synchronous id in state st waits for
-// an event.
-func waits(c journal.Call, st id.State, qp id.QPType) bool {
-	switch c {
-	case journal.CallResolveAddr, journal.CallResolveRoute, journal.CallConnect, journal.CallJoin, journal.CallGetRequest:
-		return true
-	case journal.CallAccept:
-		return qp == id.RC
-	case journal.CallDisconnect:
-		return st != id.StateDisconnected
-	}
-	return false
 }
 
 // do makes call c on s; calls that wait for acknowledgements (destroy,
@@ -420,28 +383,6 @@ func (d *fakeDriver) do(s *fakeSlot, c journal.Call, ctx context.Context) error 
 	return err
 }
 
-// natural are the events that answer a call that waits.
-func natural(c journal.Call, qp id.QPType) []id.EventType {
-	switch c {
-	case journal.CallResolveAddr:
-		return []id.EventType{id.EventAddrResolved, id.EventAddrError}
-	case journal.CallResolveRoute:
-		return []id.EventType{id.EventRouteResolved, id.EventRouteError}
-	case journal.CallConnect:
-		if qp == id.UD {
-			return []id.EventType{id.EventEstablished, id.EventUnreachable, id.EventAddrError}
-		}
-		return []id.EventType{id.EventEstablished, id.EventRejected, id.EventUnreachable, id.EventConnectError, id.EventConnectResponse}
-	case journal.CallAccept:
-		return []id.EventType{id.EventEstablished, id.EventRejected, id.EventUnreachable, id.EventDisconnected}
-	case journal.CallDisconnect:
-		return []id.EventType{id.EventDisconnected}
-	case journal.CallJoin:
-		return []id.EventType{id.EventMulticastJoin, id.EventMulticastError}
-	}
-	return nil
-}
-
 // status gives an event a plausible status.
 func (d *fakeDriver) status(t id.EventType) int32 {
 	switch t {
@@ -461,7 +402,7 @@ func (d *fakeDriver) syncCall(s *fakeSlot, c journal.Call, st id.State) {
 	qp := s.cm.QPType()
 	next, allowed := journal.CallAllowed(st, c, qp)
 	var outs []id.EventType
-	for _, e := range natural(c, qp) {
+	for _, e := range callseq.Outcomes(c, qp) {
 		if journal.EventAllowed(next, e, qp) {
 			outs = append(outs, e)
 		}
