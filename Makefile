@@ -8,6 +8,9 @@
 #                     tools, the kernel fabric on rxe0, and rsocket against
 #                     rdma-core's rstream/riostream (builds the VM first)
 #   make reliability  fault, load and bad-input tests across network namespaces
+#   make diff-kernel  in the VM: DIFF_N random CM call sequences on the software
+#                     fabric and the kernel's rdma_cm (siw0, rxe0), journals
+#                     compared step by step (DIFF_SEED reproduces a run)
 
 # Go: the one on PATH, else the machine's /usr/local/go.
 GO       ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
@@ -21,7 +24,7 @@ VM_DL    ?= $(VM_CACHE)/dl
 VM_RUN   ?= $(SHARED)/vm/run.sh
 export VM_OUT VM_DL VM_RUN
 
-.PHONY: all demo test vet bench fuzz vm interop interop-siw interop-kernel interop-rsocket reliability clean
+.PHONY: all demo test vet bench fuzz vm interop interop-siw interop-kernel interop-rsocket reliability diff-kernel clean
 
 all: test
 
@@ -58,6 +61,10 @@ interop-rsocket: vm
 
 reliability:
 	scripts/reliability.sh
+
+DIFF_N ?= 120
+diff-kernel: vm
+	DIFF_N=$(DIFF_N) DIFF_SEED=$(DIFF_SEED) scripts/diff-kernel.sh
 
 clean:
 	$(GO) clean -testcache

@@ -1,0 +1,210 @@
+package diffkernel
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/callseq"
+)
+
+func epoch(t *testing.T, s string) Epoch {
+	t.Helper()
+	e, err := ParseEpoch(s)
+	if err != nil {
+		t.Fatalf("ParseEpoch(%q): %v", s, err)
+	}
+	return e
+}
+
+func op(t *testing.T, s string) callseq.Op {
+	t.Helper()
+	seq, err := callseq.Parse(s)
+	if err != nil || len(seq) != 1 {
+		t.Fatalf("Parse(%q): %v", s, err)
+	}
+	return seq[0]
+}
+
+// TestTraceText: a trace reads back as itself.
+func TestTraceText(t *testing.T) {
+	text := "s0 create udp ch0 => s0/UD[create:ok>IDLE]\n" +
+		"s0 resolve_addr unroutable:1 src => s0/UD[resolve_addr:ENETUNREACH>IDLE]\n" +
+		"s1 connect pd=0 => s1[connect:ok>CONNECT CONNECT_RESPONSE:0>CONNECT_RESPONSE establish(auto):ok>ESTABLISHED] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]\n" +
+		"s2 reject pd=148 => s1[REJECTED:28>FAILED] s2[reject:ok>FAILED]\n" +
+		"s3 accept pd=0 => !busy\n" +
+		"s4 destroy => -\n" +
+		"s5 disconnect => s5[disconnect:errno200>ESTABLISHED cancel>CANCELED] !noid\n"
+	tr, err := ParseTrace(text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.String(); got != text {
+		t.Fatalf("read back:\n%swant\n%s", got, text)
+	}
+	for _, bad := range []string{"s0 create tcp ch0 s0[create:ok>IDLE]", "s0 create tcp ch0 => s0[create:ok]",
+		"s0 create tcp ch0 => s0[create:maybe>IDLE]", "s0 create tcp ch0 => s0[frob:ok>IDLE]", "s0 create tcp ch0 => s0[create:ok>SLEEPY]",
+		"s0 create tcp ch0 => x0[create:ok>IDLE]"} {
+		if _, err := ParseTrace(bad); err == nil {
+			t.Errorf("ParseTrace(%q) succeeded", bad)
+		}
+	}
+}
+
+// TestCompare: the comparison of one epoch, with the equivalences of the
+// kernel's flavour, the orders the model allows, IB's deferred
+// DISCONNECTED, and what must be told apart.
+func TestCompare(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		fl         Flavour
+		op         string
+		soft, kern string
+		div        string // what differs ("" for nothing)
+		used       string // an equivalence that must have applied
+	}{
+		{name: "same", fl: IWARP, op: "s0 bind local:1",
+			soft: "s0[bind:ok>ADDR_BOUND]", kern: "s0[bind:ok>ADDR_BOUND]"},
+		{name: "errno", fl: IWARP, op: "s0 bind local:1",
+			soft: "s0[bind:ok>ADDR_BOUND]", kern: "s0[bind:EADDRINUSE>IDLE]", div: "items"},
+		{name: "missing event", fl: IWARP, op: "s0 resolve_addr local:1",
+			soft: "s0[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]", kern: "s0[resolve_addr:ok>ADDR_QUERY]", div: "items"},
+		{name: "status", fl: IWARP, op: "s0 connect pd=0",
+			soft: "s0[connect:ok>CONNECT REJECTED:-111>FAILED]", kern: "s0[connect:ok>CONNECT REJECTED:-104>FAILED]", div: "items"},
+		{name: "event on another id", fl: IWARP, op: "s1 connect pd=0",
+			soft: "s1[connect:ok>CONNECT] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]", kern: "s1[connect:ok>CONNECT]", div: "items"},
+		{name: "skip", fl: IWARP, op: "s0 listen 0",
+			soft: "s0[listen:ok>LISTEN]", kern: "!busy", div: "skip"},
+		{name: "IB reject reason", fl: IB, op: "s2 reject pd=0",
+			soft: "s1[REJECTED:-104>FAILED] s2[reject:ok>FAILED]", kern: "s1[REJECTED:28>FAILED] s2[reject:ok>FAILED]",
+			used: eqRejectReason.Name},
+		{name: "IB no listener", fl: IB, op: "s1 connect pd=0",
+			soft: "s1[connect:ok>CONNECT REJECTED:-111>FAILED]", kern: "s1[connect:ok>CONNECT REJECTED:8>FAILED]",
+			used: eqNoListener.Name},
+		{name: "IB reject reason on iWARP", fl: IWARP, op: "s2 reject pd=0",
+			soft: "s1[REJECTED:-104>FAILED] s2[reject:ok>FAILED]", kern: "s1[REJECTED:28>FAILED] s2[reject:ok>FAILED]", div: "items"},
+		{name: "IB connect response", fl: IB, op: "s2 accept pd=0",
+			soft: "s1[ESTABLISHED:0>ESTABLISHED] s2[accept:ok>ACCEPT ESTABLISHED:0>ESTABLISHED]",
+			kern: "s1[CONNECT_RESPONSE:0>CONNECT_RESPONSE establish(auto):ok>ESTABLISHED] s2[accept:ok>ACCEPT ESTABLISHED:0>ESTABLISHED]",
+			used: eqConnectResponse.Name},
+		{name: "IB connect response not yet established", fl: IB, op: "s2 accept pd=0",
+			soft: "s1[ESTABLISHED:0>ESTABLISHED] s2[accept:ok>ACCEPT ESTABLISHED:0>ESTABLISHED]",
+			kern: "s1[CONNECT_RESPONSE:0>CONNECT_RESPONSE] s2[accept:ok>ACCEPT]", div: "items"},
+		{name: "IB abandoned request", fl: IB, op: "s2 accept pd=0",
+			soft: "s2[accept:ECONNRESET>CONNECT_REQUEST]", kern: "s2[accept:EINVAL>CONNECT_REQUEST]", used: eqAbandoned.Name},
+		{name: "IB EINVAL for other reasons", fl: IB, op: "s2 accept pd=0",
+			soft: "s2[accept:ok>ACCEPT]", kern: "s2[accept:EINVAL>CONNECT_REQUEST]", div: "items"},
+		{name: "IB timewait", fl: IB, op: "s1 destroy",
+			soft: "s1[destroy:ok>DESTROYED]", kern: "s1[destroy:ok>DESTROYED] s2[TIMEWAIT_EXIT:0>DISCONNECTED]",
+			used: eqTimewait.Name},
+		{name: "IB disconnect waits for the DREP", fl: IB, op: "s1 disconnect",
+			soft: "s1[disconnect:ok>ESTABLISHED DISCONNECTED:0>DISCONNECTED] s2[DISCONNECTED:0>DISCONNECTED]",
+			kern: "s1[disconnect:ok>ESTABLISHED] s2[DISCONNECTED:0>DISCONNECTED]", used: eqDisconnectDREP.Name},
+		{name: "iWARP disconnect does not", fl: IWARP, op: "s1 disconnect",
+			soft: "s1[disconnect:ok>ESTABLISHED DISCONNECTED:0>DISCONNECTED] s2[DISCONNECTED:0>DISCONNECTED]",
+			kern: "s1[disconnect:ok>ESTABLISHED] s2[DISCONNECTED:0>DISCONNECTED]", div: "items"},
+		{name: "order the model allows", fl: IWARP, op: "s0 join g0",
+			soft: "s0/UD[join:ok>ADDR_RESOLVED MULTICAST_JOIN:0>ADDR_RESOLVED ADDR_CHANGE:0>ADDR_RESOLVED]",
+			kern: "s0/UD[join:ok>ADDR_RESOLVED ADDR_CHANGE:0>ADDR_RESOLVED MULTICAST_JOIN:0>ADDR_RESOLVED]"},
+		{name: "order the model refuses", fl: IWARP, op: "s0 resolve_addr local:1",
+			soft: "s0[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]",
+			kern: "s0[ADDR_RESOLVED:0>IDLE resolve_addr:ok>ADDR_QUERY]", div: "items"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cmp := newComparer(c.fl)
+			if strings.HasPrefix(c.op, "s0 join") {
+				cmp.soft[0], cmp.kern[0] = id.StateAddrResolved, id.StateAddrResolved
+			}
+			n, d := cmp.compare(3, op(t, c.op), epoch(t, c.soft), epoch(t, c.kern))
+			switch {
+			case c.div == "" && d != nil:
+				t.Errorf("divergence %s", d)
+			case c.div != "" && d == nil:
+				t.Errorf("no divergence, want %s", c.div)
+			case c.div != "" && d.What != c.div:
+				t.Errorf("divergence %s, want %s", d, c.div)
+			}
+			if c.used != "" && n.used[c.used] == 0 {
+				t.Errorf("%s not applied: %v", c.used, n.used)
+			}
+		})
+	}
+}
+
+// TestCompareDeferred: IB's DISCONNECTED, deferred at the disconnect,
+// is expected later and then taken out of the kernel's items; states
+// agree meanwhile.
+func TestCompareDeferred(t *testing.T) {
+	cmp := newComparer(IB)
+	// Both ESTABLISHED.
+	cmp, d := cmp.compare(0, op(t, "s1 connect pd=0"),
+		epoch(t, "s1[connect:ok>CONNECT ESTABLISHED:0>ESTABLISHED]"),
+		epoch(t, "s1[connect:ok>CONNECT CONNECT_RESPONSE:0>CONNECT_RESPONSE establish(auto):ok>ESTABLISHED]"))
+	if d != nil {
+		t.Fatal(d)
+	}
+	cmp, d = cmp.compare(1, op(t, "s1 disconnect"),
+		epoch(t, "s1[disconnect:ok>ESTABLISHED DISCONNECTED:0>DISCONNECTED]"), epoch(t, "s1[disconnect:ok>ESTABLISHED]"))
+	if d != nil || !cmp.deferred[1] {
+		t.Fatalf("%v, deferred %v", d, cmp.deferred)
+	}
+	// Something else meanwhile: s1's states differ, as deferred.
+	cmp, d = cmp.compare(2, op(t, "s1 set_option tos"),
+		epoch(t, "s1[set_option:ok>DISCONNECTED]"), epoch(t, "s1[set_option:ok>ESTABLISHED]"))
+	if d != nil {
+		t.Fatal(d)
+	}
+	// The kernel's DISCONNECTED comes.
+	cmp, d = cmp.compare(3, op(t, "s2 disconnect"),
+		epoch(t, "s2[disconnect:ok>DISCONNECTED]"),
+		epoch(t, "s1[DISCONNECTED:0>DISCONNECTED] s2[disconnect:ok>DISCONNECTED]"))
+	if d != nil || cmp.deferred[1] {
+		t.Fatalf("%v, deferred %v", d, cmp.deferred)
+	}
+	// A second one is a divergence.
+	if _, d = cmp.compare(4, op(t, "s2 destroy"),
+		epoch(t, "s2[destroy:ok>DESTROYED]"), epoch(t, "s1[DISCONNECTED:0>DISCONNECTED] s2[destroy:ok>DESTROYED]")); d == nil {
+		t.Fatal("a second DISCONNECTED passed")
+	}
+}
+
+// TestKnown: documented divergences are recognized from the whole epoch,
+// and nothing else is.
+func TestKnown(t *testing.T) {
+	for _, c := range []struct {
+		fl         Flavour
+		op         string
+		soft, kern string
+		known      string
+	}{
+		{IWARP, "s2 accept pd=0", "s1[ESTABLISHED:0>ESTABLISHED] s2[accept:ok>ACCEPT ESTABLISHED:0>ESTABLISHED]",
+			"s1[REJECTED:-104>FAILED] s2[accept:EINVAL>CONNECT_REQUEST]", "iwarp-accept-needs-qp"},
+		{IWARP, "s2 accept pd=0", "s2[accept:ECONNRESET>CONNECT_REQUEST]", "s2[accept:EINVAL>CONNECT_REQUEST]", "iwarp-accept-needs-qp"},
+		{IB, "s2 accept pd=0", "s2[accept:ECONNRESET>CONNECT_REQUEST]", "s2[accept:ENOMEM>CONNECT_REQUEST]", ""},
+		{IWARP, "s1 connect pd=0", "s1[connect:ok>CONNECT] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]",
+			"s1[connect:EINVAL>ROUTE_RESOLVED]", "iwarp-connect-needs-qp"},
+		{IWARP, "s1 connect pd=0", "s1[connect:ok>CONNECT]", "s1[connect:ENODEV>ROUTE_RESOLVED]", ""},
+	} {
+		_, d := newComparer(c.fl).compare(0, op(t, c.op), epoch(t, c.soft), epoch(t, c.kern))
+		if d == nil {
+			t.Fatalf("%s: no divergence", c.op)
+		}
+		k := matchKnown(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{op(t, c.op)}, Soft: []Epoch{d.SoftEpoch}, Kernel: []Epoch{d.KernelEpoch}})
+		switch {
+		case c.known == "" && k != nil:
+			t.Errorf("%s on %s: documented %s", c.kern, c.fl, k.Name)
+		case c.known != "" && (k == nil || k.Name != c.known):
+			t.Errorf("%s on %s: %v, want %s", c.kern, c.fl, k, c.known)
+		}
+	}
+	for _, k := range Documented {
+		if k.Name == "" || k.Why == "" || strings.Contains(k.Name, " ") {
+			t.Errorf("documented divergence %+v: needs a name without spaces and a reason", k)
+		}
+	}
+	for _, e := range Equivalences {
+		if e.Name == "" || e.Why == "" || e.Kernel == "" || e.Soft == "" {
+			t.Errorf("equivalence %+v: incomplete", e)
+		}
+	}
+}

@@ -1,0 +1,295 @@
+package diffkernel
+
+import (
+	"syscall"
+
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/callseq"
+)
+
+// Equivalence is a known, intended difference of flavour between the
+// software fabric (iWARP semantics) and the kernel on a device of another
+// transport: the comparison rewrites the kernel's items into what the
+// software fabric reports instead, and counts how often each applied.
+// These are not divergences: the README's "Semantics" section states each.
+type Equivalence struct {
+	// Name is the entry's name in reports.
+	Name string
+	// Flavour is the kernel side's flavour it applies to.
+	Flavour Flavour
+	// Kernel and Soft say what each reports.
+	Kernel, Soft string
+	// Why is the reason.
+	Why string
+}
+
+// The equivalence table.
+var (
+	eqRejectReason = Equivalence{Name: "ib-reject-reason", Flavour: IB,
+		Kernel: "REJECTED 28 (IB_CM_REJ_CONSUMER_DEFINED)", Soft: "REJECTED -104 (-ECONNRESET)",
+		Why: "a peer's rdma_reject: IB carries the REJ reason, cma_iw_handler maps an iWARP MPA reject to -ECONNRESET; the software fabric is iWARP"}
+	eqNoListener = Equivalence{Name: "ib-no-listener", Flavour: IB,
+		Kernel: "REJECTED 8 (IB_CM_REJ_INVALID_SERVICE_ID)", Soft: "REJECTED -111 (-ECONNREFUSED)",
+		Why: "nobody listens on the port: the IB CM answers the REQ with REJ reason 8, an iWARP connect is refused by the peer's TCP"}
+	eqConnectResponse = Equivalence{Name: "ib-connect-response", Flavour: IB,
+		Kernel: "CONNECT_RESPONSE, then establish", Soft: "ESTABLISHED",
+		Why: "ids here have no QP: the kernel reports CONNECT_RESPONSE and librdmacm's rdma_establish (the driver calls it at once) sends the RTU; the software fabric moves its ids' QPs itself and reports ESTABLISHED"}
+	eqTimewait = Equivalence{Name: "ib-timewait-exit", Flavour: IB,
+		Kernel: "TIMEWAIT_EXIT after DISCONNECTED", Soft: "nothing",
+		Why: "the IB CM's time-wait; iWARP has none, and the software fabric, like the kernel's iWARP CM, never reports it"}
+	eqAbandoned = Equivalence{Name: "ib-abandoned-request", Flavour: IB,
+		Kernel: "accept or reject EINVAL, once the peer gave the request up", Soft: "accept or reject ECONNRESET",
+		Why: "IB: the peer's REJ (its id was destroyed) took the CM id out of REQ_RCVD, so ib_send_cm_rep/rej fail EINVAL; " +
+			"iWARP: the connection is gone and siw_accept/siw_reject answer ECONNRESET for an endpoint no longer holding an MPA request"}
+	eqDisconnectDREP = Equivalence{Name: "ib-disconnect-drep", Flavour: IB,
+		Kernel: "the disconnecting side's DISCONNECTED when the peer disconnects too (DREP) or the DREQ times out",
+		Soft:   "the disconnecting side's DISCONNECTED at once",
+		Why:    "IB's DREQ/DREP handshake: cma_ib_handler reports DISCONNECTED on DREP; an iWARP close is reported when it is made"}
+)
+
+// Equivalences lists the table, for reports and documentation.
+var Equivalences = []*Equivalence{&eqRejectReason, &eqNoListener, &eqConnectResponse, &eqTimewait, &eqAbandoned, &eqDisconnectDREP}
+
+// normalize rewrites a kernel slot's items of flavour fl into what the
+// software fabric reports, and says which equivalences applied. soft are
+// the software fabric's items for the slot, for the rules that depend on
+// what it did.
+func normalize(fl Flavour, is, soft Items) (Items, []*Equivalence) {
+	if fl != IB {
+		return is, nil
+	}
+	var used []*Equivalence
+	out := make(Items, 0, len(is))
+	for k := 0; k < len(is); k++ {
+		it := is[k]
+		switch {
+		case it.Kind == id.KindEvent && it.Event == id.EventTimewaitExit:
+			used = append(used, &eqTimewait)
+			continue
+		case it.Kind == id.KindEvent && it.Event == id.EventRejected && it.Status == 28:
+			it.Status = -int32(syscall.ECONNRESET)
+			used = append(used, &eqRejectReason)
+		case it.Kind == id.KindEvent && it.Event == id.EventRejected && it.Status == 8:
+			it.Status = -int32(syscall.ECONNREFUSED)
+			used = append(used, &eqNoListener)
+		case it.Kind == id.KindEvent && it.Event == id.EventConnectResponse && it.Status == 0 &&
+			k+1 < len(is) && is[k+1].Kind == id.KindCall && is[k+1].Auto && is[k+1].Status == 0:
+			it.Event, it.State = id.EventEstablished, is[k+1].State
+			k++ // the driver's establish
+			used = append(used, &eqConnectResponse)
+		case it.Kind == id.KindCall && (it.Call == id.CallAccept || it.Call == id.CallReject) &&
+			it.Status == int32(syscall.EINVAL) && hasCall(soft, it.Call, syscall.ECONNRESET):
+			it.Status = int32(syscall.ECONNRESET)
+			used = append(used, &eqAbandoned)
+		}
+		out = append(out, it)
+	}
+	return out, used
+}
+
+// Known is a documented divergence: cmrt differs from the kernel on
+// purpose, the kernel fabric cannot do what the software fabric does, or
+// the software fabric differs and a change under way fixes it (Pending).
+// README's "Where cmrt differs, and why" lists each with the sequence that
+// shows it. A sequence that runs into one is counted as documented and
+// compared no further.
+type Known struct {
+	// Name is the entry's name in reports and in the README.
+	Name string
+	// Why is the reason, in a sentence.
+	Why string
+	// Pending names the change that makes the software fabric do as the
+	// kernel, when one is under way; the entry goes once it is in.
+	Pending string
+	// Match recognizes the divergence.
+	Match func(m *Match) bool
+}
+
+// Match is what a documented divergence is recognized from: the
+// divergence, with the sequence and both sides' epochs up to it.
+type Match struct {
+	Flavour Flavour
+	Div     *Divergence
+	Seq     callseq.Seq
+	// Soft and Kernel are the epochs so far, the divergent one last.
+	Soft, Kernel []Epoch
+}
+
+// call returns the status of the last call c in items, and whether there
+// is one.
+func call(is Items, c id.Call) (int32, bool) {
+	st, ok := int32(0), false
+	for _, it := range is {
+		if it.Kind == id.KindCall && it.Call == c {
+			st, ok = it.Status, true
+		}
+	}
+	return st, ok
+}
+
+// hasCall reports whether items hold call c with errno e (0: success).
+func hasCall(is Items, c id.Call, e syscall.Errno) bool {
+	for _, it := range is {
+		if it.Kind == id.KindCall && it.Call == c && it.Status == int32(e) {
+			return true
+		}
+	}
+	return false
+}
+
+// event returns the first event t in items, and whether there is one.
+func event(is Items, t id.EventType) (Item, bool) {
+	for _, it := range is {
+		if it.Kind == id.KindEvent && it.Event == t {
+			return it, true
+		}
+	}
+	return Item{}, false
+}
+
+// anyEvent reports whether some slot of e has an event t.
+func anyEvent(e Epoch, t id.EventType) bool {
+	for _, is := range e.Slots {
+		if _, ok := event(is, t); ok {
+			return true
+		}
+	}
+	return false
+}
+
+// opFails reports whether the divergence's operation failed with e on the
+// kernel and not so on the software fabric.
+func opFails(d *Divergence, e syscall.Errno) bool {
+	k, okK := call(d.KernelEpoch.Slots[d.Op.Slot], d.Op.Call)
+	s, okS := call(d.SoftEpoch.Slots[d.Op.Slot], d.Op.Call)
+	return okK && okS && k == int32(e) && s != int32(e)
+}
+
+// unanswered counts the requests listener l reported on the software
+// fabric up to epoch k that its new ids had not yet accepted, rejected or
+// destroyed.
+func unanswered(soft []Epoch, l int) int {
+	kids := map[int]bool{}
+	for _, e := range soft {
+		for s, is := range e.Slots {
+			for _, it := range is {
+				switch {
+				case it.Kind == id.KindEvent && it.Event == id.EventConnectRequest && it.Parent == l:
+					kids[s] = true
+				case it.Kind == id.KindCall && it.Status == 0 &&
+					(it.Call == id.CallAccept || it.Call == id.CallReject || it.Call == id.CallDestroy):
+					delete(kids, s)
+				}
+			}
+		}
+	}
+	return len(kids)
+}
+
+// Documented lists the documented divergences.
+var Documented = []*Known{
+	{
+		Name: "iwarp-connect-needs-qp",
+		Why: "an iWARP CM connects a QP: without one (the kernel fabric has none) iw_cm_connect " +
+			"finds no QP for the number given and the kernel answers EINVAL; the software fabric connects ids without a QP",
+		Match: func(m *Match) bool {
+			return m.Flavour == IWARP && m.Div.Op.Call == id.CallConnect && opFails(m.Div, syscall.EINVAL)
+		},
+	},
+	{
+		Name: "iwarp-accept-needs-qp",
+		Why: "an iWARP CM accepts onto a QP: without one iw_cm_accept finds none, the kernel answers EINVAL " +
+			"and rejects the request (the peer gets REJECTED -ECONNRESET); the software fabric accepts ids without a QP",
+		Match: func(m *Match) bool {
+			return m.Flavour == IWARP && m.Div.Op.Call == id.CallAccept && opFails(m.Div, syscall.EINVAL)
+		},
+	},
+	{
+		Name: "ib-backlog-full-drops",
+		Why: "a request over a listener's backlog (requests queued and not yet read): the IB CM drops it without " +
+			"an answer and keeps the requester retrying (cm_destroy_id does not reject on -ENOMEM); an iWARP CM " +
+			"rejects it (iw_cm_reject: the peer gets REJECTED -ECONNRESET), and so does the software fabric",
+		Match: func(m *Match) bool {
+			d := m.Div
+			ev, ok := event(d.SoftEpoch.Slots[d.Op.Slot], id.EventRejected)
+			return m.Flavour == IB && d.Op.Call == id.CallConnect && ok && ev.Status == -int32(syscall.ECONNRESET) &&
+				len(d.KernelEpoch.Slots[d.Op.Slot]) == 1 && hasCall(d.KernelEpoch.Slots[d.Op.Slot], id.CallConnect, 0) &&
+				!anyEvent(d.KernelEpoch, id.EventConnectRequest) && !anyEvent(d.SoftEpoch, id.EventConnectRequest)
+		},
+	},
+	{
+		Name:    "resolve-unroutable-fails-the-call",
+		Pending: "sec-net (issue 18: resolve)",
+		Why: "no route to the destination: the kernel's rdma_resolve_addr fails at once with the routing errno " +
+			"(ENETUNREACH), the id bound; the software fabric reports ADDR_ERROR with it instead",
+		Match: func(m *Match) bool {
+			d := m.Div
+			k, ok := call(d.KernelEpoch.Slots[d.Op.Slot], id.CallResolveAddr)
+			ev, evOK := event(d.SoftEpoch.Slots[d.Op.Slot], id.EventAddrError)
+			return d.Op.Call == id.CallResolveAddr && ok && k != 0 && evOK && ev.Status == -k
+		},
+	},
+	{
+		Name:    "resolve-bound-device-on-link",
+		Pending: "sec-net (issue 18: resolve)",
+		Why: "an id bound to a device's address (bind, or resolve_addr with a source) resolves through that " +
+			"device: the kernel's route lookup is bound to it (bound_dev_if) and takes a destination without a route " +
+			"as on its link, ADDR_RESOLVED; the software fabric looks the route up unbound and reports ADDR_ERROR -ENETUNREACH",
+		Match: func(m *Match) bool {
+			d := m.Div
+			ev, ok := event(d.SoftEpoch.Slots[d.Op.Slot], id.EventAddrError)
+			_, kOK := event(d.KernelEpoch.Slots[d.Op.Slot], id.EventAddrResolved)
+			return d.Op.Call == id.CallResolveAddr && d.Op.Addr == callseq.Unroutable && ok &&
+				ev.Status == -int32(syscall.ENETUNREACH) && kOK
+		},
+	},
+	{
+		Name:    "ud-no-listener-unanswered",
+		Pending: "sec-net (issue 18: SIDR)",
+		Why: "a SIDR request to a port nobody listens on: the IB CM answers it with a SIDR REP status 1 " +
+			"(IB_SIDR_UNSUPPORTED), UNREACHABLE 1 at once; the software fabric answers only from a bound UD port, and " +
+			"the requester retries until it times out (UNREACHABLE -ETIMEDOUT)",
+		Match: func(m *Match) bool {
+			d := m.Div
+			ev, ok := event(d.Kernel, id.EventUnreachable)
+			_, softOK := event(d.Soft, id.EventUnreachable)
+			return m.Flavour == IB && ok && ev.Status == 1 && !softOK
+		},
+	},
+	{
+		Name:    "listen-backlog-counts-unanswered",
+		Pending: "sec-net (issue 18: listener)",
+		Why: "a listener's backlog: the kernel counts the requests queued and not yet read from the event " +
+			"channel (ucma returns one to the backlog at get_event); the software fabric counts those not yet accepted " +
+			"or rejected, and refuses a request the kernel delivers",
+		Match: func(m *Match) bool {
+			d := m.Div
+			if d.Op.Call != id.CallConnect || anyEvent(d.SoftEpoch, id.EventConnectRequest) ||
+				!anyEvent(d.KernelEpoch, id.EventConnectRequest) {
+				return false
+			}
+			for _, op := range m.Seq[:d.Epoch] {
+				if op.Call != id.CallListen {
+					continue
+				}
+				backlog := op.Backlog
+				if backlog <= 0 || backlog > id.MaxBacklog {
+					backlog = id.MaxBacklog
+				}
+				if unanswered(m.Soft[:len(m.Soft)-1], op.Slot) >= backlog {
+					return true
+				}
+			}
+			return false
+		},
+	},
+}
+
+func matchKnown(m *Match) *Known {
+	for _, k := range Documented {
+		if k.Match(m) {
+			return k
+		}
+	}
+	return nil
+}

@@ -1,0 +1,591 @@
+package diffkernel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/callseq"
+)
+
+// Flavour is the transport semantics a side's fabric shows: what the
+// comparison maps (see Equivalences).
+type Flavour uint8
+
+// Flavours.
+const (
+	// IWARP: the software fabric, and the kernel on an iWARP device.
+	IWARP Flavour = iota
+	// IB: the kernel on an InfiniBand or RoCE device.
+	IB
+)
+
+func (f Flavour) String() string {
+	if f == IB {
+		return "IB"
+	}
+	return "iWARP"
+}
+
+// timing bounds a side's calls and waits.
+type timing struct {
+	resolve time.Duration // resolve_addr and resolve_route timeouts
+	busy    time.Duration // how long an operation waits for a blocked call on its id
+	destroy time.Duration // how long a teardown destroy may take
+}
+
+var defaultTiming = timing{resolve: time.Second, busy: 1500 * time.Millisecond, destroy: 5 * time.Second}
+
+// rec is one journal record as a side saw it.
+type rec struct {
+	id.Record
+	// Auto marks a call the driver made by itself: Establish after a
+	// kernel's CONNECT_RESPONSE.
+	Auto bool
+	// ParentSlot is the listener's slot of a CONNECT_REQUEST (-1: none
+	// or unknown), set by since.
+	ParentSlot int
+}
+
+// slot is one id of a side.
+type slot struct {
+	cm   *id.ID
+	peer bool
+	busy chan struct{} // non-nil while a blocking call runs; closed when it returns
+	dst  callseq.AddrKind
+}
+
+// side runs a sequence's operations on one fabric (and, for peers, on a
+// peer fabric), recording every call and event in its own journal.
+type side struct {
+	name    string
+	flavour Flavour
+	fab     id.Fabric
+	peerFab id.Fabric
+	env     env
+	tm      timing
+	qpn     *atomic.Uint32 // the QP numbers connect and accept announce
+
+	j       *id.Journal
+	stopObs func()
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	chs     [2]*channel.Channel
+	peerChs [2]*channel.Channel
+
+	mu       sync.Mutex
+	recs     []rec
+	lastRec  time.Time
+	slots    []*slot
+	byHandle map[uint64]int
+	auto     map[uint64]int // Establish calls the driver is making, by id
+	notes    []string       // what the driver saw that is not in the journal
+}
+
+func newSide(name string, fl Flavour, fab, peerFab id.Fabric, e env, tm timing, qpn *atomic.Uint32) (*side, error) {
+	s := &side{name: name, flavour: fl, fab: fab, peerFab: peerFab, env: e, tm: tm, qpn: qpn,
+		j: id.NewJournal(64), byHandle: make(map[uint64]int), auto: make(map[uint64]int)}
+	s.stopObs = s.j.Observe(s.observe)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	for k := range s.chs {
+		ch, err := channel.New(channel.WithFabric(fab))
+		if err != nil {
+			s.close()
+			return nil, fmt.Errorf("%s: channel: %w", name, err)
+		}
+		s.chs[k] = ch
+		s.pump(ch)
+	}
+	return s, nil
+}
+
+// observe is the journal's observer: it runs with the id's lock held.
+func (s *side) observe(r id.Record) {
+	s.mu.Lock()
+	x := rec{Record: r}
+	if r.Kind == id.KindCall && r.Call == id.CallEstablish && s.auto[r.ID] > 0 {
+		s.auto[r.ID]--
+		x.Auto = true
+	}
+	s.recs = append(s.recs, x)
+	s.lastRec = time.Now()
+	s.mu.Unlock()
+}
+
+func (s *side) note(format string, args ...any) {
+	s.mu.Lock()
+	if len(s.notes) < 100 {
+		s.notes = append(s.notes, fmt.Sprintf(format, args...))
+	}
+	s.mu.Unlock()
+}
+
+// pump takes the events of a channel: it maps new ids to slots, completes
+// a kernel's CONNECT_RESPONSE and acknowledges every event.
+func (s *side) pump(ch *channel.Channel) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		for {
+			ev, err := ch.GetEventContext(s.ctx)
+			if err != nil {
+				if s.ctx.Err() != nil {
+					return
+				}
+				if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
+					continue
+				}
+				s.note("get_event: %v", err)
+				return
+			}
+			s.onEvent(ev)
+			_ = ev.Ack()
+		}
+	}()
+}
+
+func (s *side) onEvent(ev *id.Event) {
+	switch ev.Type {
+	case id.EventConnectRequest:
+		peer := false
+		if l := s.slotOfID(ev.ListenID); l >= 0 {
+			peer = s.slot(l).peer
+		}
+		s.addSlot(ev.ID, peer)
+	case id.EventConnectResponse:
+		s.establish(ev.ID)
+	}
+}
+
+// establish completes a connection the kernel reported as CONNECT_RESPONSE
+// (the application drives its QP: here there is none), as librdmacm's
+// rdma_establish; the software fabric never reports it.
+func (s *side) establish(cm *id.ID) {
+	s.mu.Lock()
+	s.auto[cm.Handle()]++
+	s.mu.Unlock()
+	if err := cm.Establish(); err != nil {
+		s.note("establish of id %d: %v", cm.Handle(), err)
+	}
+}
+
+func (s *side) addSlot(cm *id.ID, peer bool) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, ok := s.byHandle[cm.Handle()]; ok {
+		return k
+	}
+	s.slots = append(s.slots, &slot{cm: cm, peer: peer})
+	k := len(s.slots) - 1
+	s.byHandle[cm.Handle()] = k
+	return k
+}
+
+func (s *side) slot(k int) *slot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k < 0 || k >= len(s.slots) {
+		return nil
+	}
+	return s.slots[k]
+}
+
+// state returns the state of slot k's id (IDLE when there is none).
+func (s *side) state(k int) id.State {
+	if sl := s.slot(k); sl != nil {
+		return sl.cm.State()
+	}
+	return id.StateIdle
+}
+
+func (s *side) slotOfID(cm *id.ID) int {
+	if cm == nil {
+		return -1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k, ok := s.byHandle[cm.Handle()]; ok {
+		return k
+	}
+	return -1
+}
+
+// mark returns the number of records seen so far: an epoch starts there.
+func (s *side) mark() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.recs)
+}
+
+// since returns the records from mark n on, the slot of each (-1 when
+// its id has none yet) and when the last record came.
+func (s *side) since(n int) ([]rec, []int, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := append([]rec(nil), s.recs[n:]...)
+	sl := make([]int, len(out))
+	for k, r := range out {
+		if v, ok := s.byHandle[r.ID]; ok {
+			sl[k] = v
+		} else {
+			sl[k] = -1
+		}
+		out[k].ParentSlot = -1
+		if v, ok := s.byHandle[r.Parent]; ok && r.Kind == id.KindEvent && r.Event == id.EventConnectRequest {
+			out[k].ParentSlot = v
+		}
+	}
+	return out, sl, s.lastRec
+}
+
+// waiting reports whether an answer is still due on this side: an id
+// resolving, or a CONNECT_RESPONSE being completed.
+func (s *side) waiting() bool {
+	s.mu.Lock()
+	slots := append([]*slot(nil), s.slots...)
+	auto := 0
+	for _, n := range s.auto {
+		auto += n
+	}
+	s.mu.Unlock()
+	if auto > 0 {
+		return true
+	}
+	for _, sl := range slots {
+		switch sl.cm.State() {
+		case id.StateAddrQuery, id.StateRouteQuery, id.StateConnectResponse:
+			return true
+		}
+	}
+	return false
+}
+
+// expects reports whether op, made on this side, is answered by an event
+// (on its id or another) when its call succeeded: a connect to a host
+// that answers, an accept on RC, a reject, a disconnect of a connection,
+// a join. Resolutions are waited for by state (waiting).
+func (s *side) expects(op callseq.Op, before id.State) bool {
+	sl := s.slot(op.Slot)
+	if sl == nil {
+		return false
+	}
+	switch op.Call {
+	case id.CallConnect:
+		// A synchronous listener's request waits for its get_request.
+		return sl.dst == callseq.Local && !s.syncListener()
+	case id.CallAccept:
+		return sl.cm.QPType() == id.RC
+	case id.CallReject, id.CallJoin:
+		return true
+	case id.CallDisconnect:
+		return before == id.StateEstablished || before == id.StateAccept
+	}
+	return false
+}
+
+func (s *side) syncListener() bool {
+	s.mu.Lock()
+	slots := append([]*slot(nil), s.slots...)
+	s.mu.Unlock()
+	for _, sl := range slots {
+		if sl.cm.Synchronous() && sl.cm.State() == id.StateListen {
+			return true
+		}
+	}
+	return false
+}
+
+// skip is why an operation was not made on a side.
+type skip string
+
+const (
+	skipNoID skip = "no id" // its slot holds no id, or a destroyed one
+	skipBusy skip = "busy"  // a blocking call on the id had not returned
+)
+
+// do makes one operation. It returns once the call has returned, or, for
+// a call that blocks (synchronous ids), once its record is in the journal
+// (the call goes on in the background).
+func (s *side) do(op callseq.Op) skip {
+	if op.Call == id.CallCreate {
+		s.create(op)
+		return ""
+	}
+	sl := s.slot(op.Slot)
+	if sl == nil {
+		return skipNoID
+	}
+	if sl.cm.State() == id.StateDestroyed && op.Call != id.CallDestroy {
+		return skipNoID
+	}
+	if b := sl.busy; b != nil && op.Call != id.CallDestroy {
+		select {
+		case <-b:
+		case <-time.After(s.tm.busy):
+			return skipBusy
+		}
+	}
+	cm := sl.cm
+	st, qp := cm.State(), cm.QPType()
+	if cm.Synchronous() && callseq.Blocks(op.Call, st, qp) {
+		if _, ok := id.CallAllowed(st, op.Call, qp); ok && op.Call != id.CallDestroy {
+			s.background(sl, op)
+			return ""
+		}
+	}
+	s.call(sl, op)
+	return ""
+}
+
+func (s *side) create(op callseq.Op) {
+	fab, chs := s.fab, &s.chs
+	if op.Peer {
+		fab, chs = s.peerFab, &s.peerChs
+		if fab == nil {
+			s.note("create: no peer fabric")
+			return
+		}
+	}
+	opts := []id.Option{id.WithJournal(s.j), id.WithFabric(fab)}
+	var ch id.Channel
+	if op.Chan != callseq.ChanSync {
+		c, err := s.channel(chs, fab, op.Chan)
+		if err != nil {
+			s.note("create: %v", err)
+			return
+		}
+		ch = c
+	}
+	cm, err := id.Create(ch, nil, op.PS, opts...)
+	if err != nil {
+		s.note("create: %v", err)
+		return
+	}
+	s.addSlot(cm, op.Peer)
+}
+
+// channel returns channel k of chs, opening it (and its pump) on first use.
+func (s *side) channel(chs *[2]*channel.Channel, fab id.Fabric, k int) (*channel.Channel, error) {
+	s.mu.Lock()
+	ch := chs[k]
+	s.mu.Unlock()
+	if ch != nil {
+		return ch, nil
+	}
+	ch, err := channel.New(channel.WithFabric(fab))
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	chs[k] = ch
+	s.mu.Unlock()
+	s.pump(ch)
+	return ch, nil
+}
+
+// background runs a call that blocks, and waits until its record is in.
+func (s *side) background(sl *slot, op callseq.Op) {
+	done := make(chan struct{})
+	sl.busy = done
+	n := s.mark()
+	h := sl.cm.Handle()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(done)
+		s.call(sl, op)
+	}()
+	deadline := time.Now().Add(s.tm.busy)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		recs, _, _ := s.since(n)
+		for _, r := range recs {
+			if r.ID == h && r.Kind == id.KindCall && r.Call == op.Call {
+				return
+			}
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// call makes op's call on sl's id.
+func (s *side) call(sl *slot, op callseq.Op) {
+	cm := sl.cm
+	ctx := context.Background()
+	var err error
+	switch op.Call {
+	case id.CallBind:
+		err = cm.Bind(s.env.addrPort(op.Addr, op.Port))
+	case id.CallResolveAddr:
+		sl.dst = op.Addr
+		var src netip.AddrPort
+		if op.Src {
+			src = netip.AddrPortFrom(s.env.dev.Local, 0)
+		}
+		err = cm.ResolveAddrContext(ctx, src, s.env.addrPort(op.Addr, op.Port), s.tm.resolve)
+	case id.CallResolveRoute:
+		err = cm.ResolveRouteContext(ctx, s.tm.resolve)
+	case id.CallListen:
+		err = cm.Listen(op.Backlog)
+	case id.CallConnect:
+		err = cm.ConnectContext(ctx, s.connParam(op.PD, false))
+		if err == nil && s.flavour == IB && cm.State() == id.StateConnectResponse {
+			s.establish(cm) // a synchronous id's CONNECT_RESPONSE
+		}
+	case id.CallAccept:
+		err = cm.AcceptContext(ctx, s.connParam(op.PD, true))
+	case id.CallReject:
+		err = cm.Reject(make([]byte, op.PD))
+	case id.CallEstablish:
+		err = cm.Establish()
+	case id.CallDisconnect:
+		err = cm.DisconnectContext(ctx)
+	case id.CallNotify:
+		err = cm.Notify(id.AsyncCommEst)
+	case id.CallSetOption:
+		err = setOption(cm, op.Opt)
+	case id.CallMigrate:
+		err = s.migrate(sl, op.Chan)
+	case id.CallJoin:
+		flags := id.JoinFullMember
+		if op.SendOnly {
+			flags = id.JoinSendOnly
+		}
+		err = cm.JoinMulticastContext(ctx, s.env.groups[op.Group], flags, nil)
+	case id.CallLeave:
+		err = cm.LeaveMulticast(s.env.groups[op.Group])
+	case id.CallGetRequest:
+		var child *id.ID
+		child, err = cm.GetRequestContext(ctx)
+		if child != nil {
+			s.addSlot(child, sl.peer)
+		}
+	case id.CallDestroy:
+		err = s.destroy(cm)
+	}
+	if err != nil && errors.Is(err, id.ErrCanceled) {
+		s.note("%s: canceled", op)
+	}
+}
+
+// connParam is what connect and accept announce: a QP number of their
+// own (the IB CM refuses a REQ or REP naming a QP it already connects:
+// stale connection), the device's read depths and op's private data.
+func (s *side) connParam(pd int, accept bool) *id.ConnParam {
+	p := &id.ConnParam{PrivateData: make([]byte, pd), QPNum: s.qpn.Add(1) & 0xFFFFFF,
+		ResponderResources: id.MaxResponderResources, InitiatorDepth: id.MaxInitiatorDepth,
+		RetryCount: 7, RNRRetryCount: 7}
+	if accept {
+		p.RetryCount, p.RNRRetryCount = 0, 0
+	}
+	return p
+}
+
+func setOption(cm *id.ID, o callseq.OptKind) error {
+	switch o {
+	case callseq.OptTOS:
+		return cm.SetTOS(32)
+	case callseq.OptReuseOn:
+		return cm.SetReuseAddr(true)
+	case callseq.OptReuseOff:
+		return cm.SetReuseAddr(false)
+	case callseq.OptAFOnly:
+		return cm.SetAFOnly(true)
+	case callseq.OptAckTimeout:
+		return cm.SetAckTimeout(14)
+	case callseq.OptIBPath:
+		return cm.SetOption(id.OptionLevelIB, id.OptionIBPath, make([]byte, 72))
+	case callseq.OptBadLength:
+		return cm.SetOption(id.OptionLevelID, id.OptionTOS, make([]byte, 4))
+	}
+	return cm.SetOption(id.OptionLevelID, 99, []byte{0})
+}
+
+func (s *side) migrate(sl *slot, k int) error {
+	if k == callseq.ChanSync {
+		return sl.cm.Migrate(nil)
+	}
+	fab, chs := s.fab, &s.chs
+	if sl.peer {
+		fab, chs = s.peerFab, &s.peerChs
+	}
+	ch, err := s.channel(chs, fab, k)
+	if err != nil {
+		return err
+	}
+	return sl.cm.Migrate(ch)
+}
+
+// destroy destroys an id, bounded: a destroy that does not return is a
+// finding, noted, and the driver goes on.
+func (s *side) destroy(cm *id.ID) error {
+	done := make(chan error, 1)
+	go func() { done <- cm.Destroy() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(s.tm.destroy):
+		s.note("destroy of id %d did not return within %v", cm.Handle(), s.tm.destroy)
+		return nil
+	}
+}
+
+// teardown destroys every id, stops the pumps and closes the channels. It
+// returns what went wrong (a destroy that hung, a channel that would not
+// close).
+func (s *side) teardown() []string {
+	s.mu.Lock()
+	slots := append([]*slot(nil), s.slots...)
+	s.mu.Unlock()
+	for k := len(slots) - 1; k >= 0; k-- {
+		if cm := slots[k].cm; cm.State() != id.StateDestroyed {
+			_ = s.destroy(cm)
+		}
+	}
+	for _, sl := range slots {
+		if b := sl.busy; b != nil {
+			select {
+			case <-b:
+			case <-time.After(s.tm.destroy):
+				s.note("a blocking call on id %d did not return after its destroy", sl.cm.Handle())
+			}
+		}
+	}
+	s.close()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.notes...)
+}
+
+func (s *side) close() {
+	s.cancel()
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.tm.destroy):
+		s.note("pumps or calls still running at close")
+	}
+	for _, ch := range append(s.chs[:], s.peerChs[:]...) {
+		if ch != nil {
+			if err := ch.Close(); err != nil {
+				s.note("channel close: %v", err)
+			}
+		}
+	}
+	if s.stopObs != nil {
+		s.stopObs()
+	}
+}

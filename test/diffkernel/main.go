@@ -1,0 +1,270 @@
+// Command diffkernel runs random CM call sequences on the software fabric
+// and on the kernel's rdma_cm side by side, in the test VM (siw0 on dummy1,
+// rxe0 on dummy0), and compares the two journals step by step (package
+// internal/diffkernel). It prints every divergence the equivalence table
+// and the documented divergences do not explain, shrunk to a minimal
+// sequence with both sides' traces, and, as its last line,
+//
+//	diff-kernel: N sequences, D divergences, K documented
+//
+// where D counts the sequences with an undocumented divergence and K those
+// that ran into a documented one. It exits 1 when D > 0. make diff-kernel
+// builds it statically and runs it in the VM (scripts/diff-kernel.sh).
+//
+//	diffkernel [-n N] [-seed S] [-dev siw0,rxe0] [-workers W] [-ops OPS] [-shrink RUNS] [-v]
+//	diffkernel -dev rxe0 -seq FILE     (run one sequence, print both traces)
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cmrt/cmrt/fabric/kernel"
+	"github.com/cmrt/cmrt/fabric/soft"
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/callseq"
+	"github.com/cmrt/cmrt/internal/diffkernel"
+)
+
+var (
+	nSeq     = flag.Int("n", 100, "sequences to run, spread over the devices")
+	seedFlag = flag.Uint64("seed", 0, "seed (0: from the clock); the same seed draws the same sequences")
+	devFlag  = flag.String("dev", "siw0,rxe0", "devices under test, comma-separated")
+	workers  = flag.Int("workers", 2, "sequences run at once")
+	ops      = flag.Int("ops", 14, "operations per sequence")
+	shrinkN  = flag.Int("shrink", 40, "runs spent shrinking each kind of undocumented divergence (0: none)")
+	shrinkK  = flag.Int("shrinkdoc", 0, "runs spent shrinking the first of each documented divergence (0: printed as found)")
+	seqFile  = flag.String("seq", "", "run the sequence in this file (callseq text) once and print both traces")
+	verbose  = flag.Bool("v", false, "print every sequence and its traces")
+)
+
+func main() {
+	flag.Parse()
+	var devs []diffkernel.Device
+	for _, name := range strings.Split(*devFlag, ",") {
+		d, err := diffkernel.DeviceByName(strings.TrimSpace(name))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		devs = append(devs, d)
+	}
+	runners := make([]*diffkernel.Runner, len(devs))
+	for k, d := range devs {
+		runners[k] = diffkernel.NewRunner(diffkernel.Config{Device: d, Soft: softFabric(d), Kernel: kernel.Default()})
+	}
+	if *seqFile != "" {
+		os.Exit(runOne(runners[0], devs[0]))
+	}
+	seed := *seedFlag
+	if seed == 0 {
+		seed = uint64(time.Now().UnixNano()) & (1<<48 - 1)
+	}
+	fmt.Printf("diff-kernel: seed %d (DIFF_SEED=%d draws the same sequences), %d sequences on %s, %d at once\n",
+		seed, seed, *nSeq, *devFlag, *workers)
+	os.Exit(runMany(seed, devs, runners))
+}
+
+// softFabric is the software fabric on d's netdev. Its timeouts are the
+// kernel's order of magnitude or longer: a connection to a host that never
+// answers ends in neither within a sequence.
+func softFabric(d diffkernel.Device) id.Fabric {
+	return soft.New(soft.WithName("diff-"+d.Netdev), soft.WithNetdevs(d.Netdev),
+		soft.WithConnectTimeout(time.Minute), soft.WithSIDRRetry(4*time.Second, 15))
+}
+
+func runOne(r *diffkernel.Runner, d diffkernel.Device) int {
+	text, err := os.ReadFile(*seqFile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	seq, err := callseq.Parse(string(text))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	res, err := r.Run(0, seq)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	printResult(d, res)
+	if res.Div != nil && res.Div.Known == nil {
+		return 1
+	}
+	return 0
+}
+
+func printResult(d diffkernel.Device, res *diffkernel.Result) {
+	fmt.Printf("--- sequence %d on %s, %v\n", res.N, d.Name, res.Took.Round(time.Millisecond))
+	if res.Div != nil {
+		fmt.Printf("divergence: %s\n", res.Div)
+	}
+	fmt.Printf("kernel trace:\n%s", indent(res.Kernel.String()))
+	fmt.Printf("soft trace:\n%s", indent(res.Soft.String()))
+}
+
+func indent(s string) string {
+	var b strings.Builder
+	for _, l := range strings.SplitAfter(s, "\n") {
+		if l != "" {
+			b.WriteString("    " + l)
+		}
+	}
+	return b.String()
+}
+
+// tally is what the run found on one device.
+type tally struct {
+	seqs, divs, known int
+	used              map[string]int
+	reordered         int
+	byKey             map[string]int
+	knownBy           map[string]int
+	took              time.Duration
+}
+
+func runMany(seed uint64, devs []diffkernel.Device, runners []*diffkernel.Runner) int {
+	start := time.Now()
+	type job struct{ n, dev int }
+	jobs := make(chan job)
+	var mu sync.Mutex
+	tallies := make([]tally, len(devs))
+	for k := range tallies {
+		tallies[k] = tally{used: map[string]int{}, byKey: map[string]int{}, knownBy: map[string]int{}}
+	}
+	var shrinkSeq int
+	var wg sync.WaitGroup
+	for w := 0; w < max(*workers, 1); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for j := range jobs {
+				d := devs[j.dev]
+				seq := callseq.Generate(callseq.NewRand(seed, uint64(j.n)), callseq.Config{Mode: d.Mode, MaxOps: *ops})
+				res, err := runners[j.dev].Run(j.n, seq)
+				if err != nil {
+					fmt.Printf("sequence %d on %s: %v\n", j.n, d.Name, err)
+					mu.Lock()
+					tallies[j.dev].seqs++
+					tallies[j.dev].divs++
+					mu.Unlock()
+					continue
+				}
+				if *verbose {
+					mu.Lock()
+					printResult(d, res)
+					mu.Unlock()
+				}
+				mu.Lock()
+				t := &tallies[j.dev]
+				t.seqs++
+				t.took += res.Took
+				t.reordered += res.Reordered
+				for k, v := range res.Used {
+					t.used[k] += v
+				}
+				first := false
+				if res.Div != nil {
+					if res.Div.Known != nil {
+						t.known++
+						first = t.knownBy[res.Div.Known.Name] == 0
+						t.knownBy[res.Div.Known.Name]++
+					} else {
+						t.divs++
+						key := res.Div.Key()
+						first = t.byKey[key] == 0
+						t.byKey[key]++
+					}
+				}
+				mu.Unlock()
+				if first {
+					report(d, runners[j.dev], res, &mu, &shrinkSeq)
+				}
+			}
+		}()
+	}
+	for n := 0; n < *nSeq; n++ {
+		jobs <- job{n: n, dev: n % len(devs)}
+	}
+	close(jobs)
+	wg.Wait()
+	seqs, divs, known := 0, 0, 0
+	for k, d := range devs {
+		t := tallies[k]
+		seqs, divs, known = seqs+t.seqs, divs+t.divs, known+t.known
+		fmt.Printf("%s: %d sequences, %d divergences (%d kinds), %d documented %s, %d reordered as the model allows; equivalences applied: %s; mean %v a sequence\n",
+			d.Name, t.seqs, t.divs, len(t.byKey), t.known, counts(t.knownBy), t.reordered, counts(t.used),
+			(t.took / time.Duration(max(t.seqs, 1))).Round(time.Millisecond))
+	}
+	fmt.Printf("diff-kernel: seed %d, %v\n", seed, time.Since(start).Round(time.Second))
+	fmt.Printf("diff-kernel: %d sequences, %d divergences, %d documented\n", seqs, divs, known)
+	if divs > 0 {
+		return 1
+	}
+	return 0
+}
+
+func counts(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s %d", k, m[k])
+	}
+	return "(" + strings.Join(parts, ", ") + ")"
+}
+
+// report shrinks the first sequence of a kind of divergence and prints it
+// with both traces.
+func report(d diffkernel.Device, r *diffkernel.Runner, res *diffkernel.Result, mu *sync.Mutex, shrinkSeq *int) {
+	key := res.Div.Key()
+	best := res
+	budget := *shrinkN
+	if res.Div.Known != nil {
+		budget = *shrinkK
+	}
+	if budget > 0 {
+		callseq.Shrink(res.Seq, func(s callseq.Seq) bool {
+			mu.Lock()
+			*shrinkSeq++
+			n := diffkernel.ShrinkBase + *shrinkSeq
+			mu.Unlock()
+			x, err := r.Run(n, s)
+			if err != nil || x.Div == nil || x.Div.Key() != key {
+				return false
+			}
+			best = x
+			return true
+		}, budget)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	what := "divergence"
+	if k := res.Div.Known; k != nil {
+		what = "documented divergence " + k.Name
+		if k.Pending != "" {
+			what += " (pending: " + k.Pending + ")"
+		}
+	}
+	fmt.Printf("=== %s on %s in sequence %d: %s\n", what, d.Name, res.N, res.Div)
+	fmt.Printf("minimal sequence (%d of %d operations; run it with -dev %s -seq FILE):\n%s",
+		len(best.Seq), len(res.Seq), d.Name, indent(best.Seq.String()))
+	if best != res {
+		fmt.Printf("its divergence: %s\n", best.Div)
+	}
+	fmt.Printf("kernel trace:\n%s", indent(best.Kernel.String()))
+	fmt.Printf("soft trace:\n%s", indent(best.Soft.String()))
+}
