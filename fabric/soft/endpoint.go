@@ -478,8 +478,15 @@ func (ep *endpoint) Disconnect() error {
 		r := fabric.RawEvent{Type: fabric.EventDisconnected}
 		ep.emitLocked(&r)
 	}
+	// A UD id that connected or was born from a request has a CM id in
+	// the kernel, with no connection to end: rdma_disconnect sends no DREQ
+	// (nor DREP) and returns 0, reporting nothing.
+	udCM := ep.qp == id.UD && (ep.ud.connecting || ep.ud.parent != nil)
 	ep.mu.Unlock()
 	if c == nil {
+		if udCM {
+			return nil
+		}
 		return einval("disconnect: not connected")
 	}
 	c.l.post(c.disconnect)

@@ -34,6 +34,21 @@ s1 destroy => s1[destroy:ok>DESTROYED]
 s2 accept pd=0 => s2[accept:EINVAL>CONNECT_REQUEST]
 `},
 	{
+		// rdma_disconnect of an IB UD id (here the passive one, after its
+		// accept): 0, and nothing reported. The software fabric said
+		// EINVAL.
+		name: "ud-disconnect", dev: "rxe0", kernel: `
+s0 create udp ch1 => s0/UD[create:ok>IDLE]
+s0 bind local:3 => s0/UD[bind:ok>ADDR_BOUND]
+s0 listen 0 => s0/UD[listen:ok>LISTEN]
+s1 create udp sync => s1/UD[create:ok>IDLE]
+s1 resolve_addr local:3 => s1/UD[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s1 resolve_route => s1/UD[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s1 connect pd=8 => s1/UD[connect:ok>CONNECT] s2/UD[CONNECT_REQUEST:0>CONNECT_REQUEST]
+s2 accept pd=7 => s1/UD[ESTABLISHED:0>ESTABLISHED] s2/UD[accept:ok>ESTABLISHED]
+s2 disconnect => s2/UD[disconnect:ok>ESTABLISHED]
+`},
+	{
 		name: "iwarp-accept-needs-qp", dev: "siw0", known: "iwarp-accept-needs-qp", kernel: `
 s0 create tcp ch1 => s0[create:ok>IDLE]
 s0 bind wildcard:1 => s0[bind:ok>ADDR_BOUND]
