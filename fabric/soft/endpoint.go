@@ -209,7 +209,7 @@ func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) 
 	if ep.bind != nil && !ep.local.Addr().IsUnspecified() {
 		from = ep.local.Addr()
 	}
-	ri, err := ep.f.route(d, from)
+	ri, err := ep.f.route(d, from, ep.boundIfindexLocked())
 	if err != nil {
 		if ep.bind == nil {
 			// The kernel binds an unbound id to the wildcard address of
@@ -255,6 +255,17 @@ func (ep *endpoint) ResolveAddr(src, dst netip.AddrPort, timeout time.Duration) 
 	return nil
 }
 
+// boundIfindexLocked returns the interface of the device the endpoint is
+// bound to by address (0 when unbound or bound to a wildcard): the kernel's
+// rdma_cm looks routes up on it (bound_dev_if), so that a destination
+// without a route is taken to be on its link (see route). ep.mu is held.
+func (ep *endpoint) boundIfindexLocked() int {
+	if ep.bind == nil || ep.dev == nil || ep.local.Addr().IsUnspecified() {
+		return 0
+	}
+	return ep.dev.ifindex
+}
+
 // ResolveRoute implements fabric.Endpoint.
 func (ep *endpoint) ResolveRoute(time.Duration) error {
 	ep.mu.Lock()
@@ -262,7 +273,7 @@ func (ep *endpoint) ResolveRoute(time.Duration) error {
 	if ep.destroyed || !ep.addrResolved {
 		return einval("resolve_route: address not resolved")
 	}
-	ri, err := ep.f.route(ep.remote.Addr(), ep.local.Addr())
+	ri, err := ep.f.route(ep.remote.Addr(), ep.local.Addr(), ep.boundIfindexLocked())
 	if err != nil {
 		r := fabric.RawEvent{Type: fabric.EventRouteError, Status: -int32(errnoOf(err))}
 		ep.emitLocked(&r)
@@ -481,7 +492,7 @@ func (ep *endpoint) Disconnect() error {
 	// A UD id that connected or was born from a request has a CM id in
 	// the kernel, with no connection to end: rdma_disconnect sends no DREQ
 	// (nor DREP) and returns 0, reporting nothing.
-	udCM := ep.qp == id.UD && (ep.ud.connecting || ep.ud.parent != nil)
+	udCM := ep.qp == fabric.UD && (ep.ud.connecting || ep.ud.parent != nil)
 	ep.mu.Unlock()
 	if c == nil {
 		if udCM {

@@ -52,15 +52,20 @@ func (f *Fabric) neighUsable(ri routeInfo) (usable, failed bool) {
 	return n.State.Valid(), n.State&unix.NUD_FAILED != 0
 }
 
-// solicit makes the kernel resolve the next hop towards dst from src: an
-// empty datagram to dst's discard port is queued until the link-layer
-// address is known (or dropped if it never is).
-func solicit(src netip.Addr, dst netip.Addr) {
+// solicit makes the kernel resolve the next hop towards dst from src, out
+// of interface oif (0: as routed): an empty datagram to dst's discard port
+// is queued until the link-layer address is known (or dropped if it never
+// is). The socket is bound to oif when given, so that a destination the
+// lookup took to be on that link (no route; see route) is sent there.
+func solicit(src netip.Addr, dst netip.Addr, oif int) {
 	fd, err := newSocket(family(dst.Unmap()), unix.SOCK_DGRAM)
 	if err != nil {
 		return
 	}
 	defer unix.Close(fd)
+	if oif > 0 {
+		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BINDTOIFINDEX, oif)
+	}
 	if src.IsValid() && !src.IsUnspecified() {
 		_ = unix.Bind(fd, sockaddr(netip.AddrPortFrom(src, 0)))
 	}
@@ -88,7 +93,7 @@ func (ep *endpoint) waitNeighLocked(ri routeInfo, dst netip.Addr, timeout time.D
 	}
 	w := &neighWait{ep: ep, ri: ri, dst: dst, gen: ep.resolveGen,
 		deadline: time.Now().Add(timeout), wait: neighPollFirst}
-	solicit(ri.src, dst)
+	solicit(ri.src, dst, ri.oif)
 	time.AfterFunc(w.wait, w.poll)
 }
 
@@ -112,7 +117,7 @@ func (w *neighWait) poll() {
 		ep.emitLocked(&r)
 	default:
 		if failed {
-			solicit(w.ri.src, w.dst) // the kernel probes a failed entry again only when used
+			solicit(w.ri.src, w.dst, w.ri.oif) // the kernel probes a failed entry again only when used
 		}
 		w.wait = min(2*w.wait, neighPollMax, time.Until(w.deadline))
 		time.AfterFunc(w.wait, w.poll)

@@ -157,9 +157,9 @@ func (n *netmon) sharesRouteSocket() bool {
 
 // lookupRoute asks the routing table about dst (from src, if valid) with
 // one RTM_GETROUTE.
-func (n *netmon) lookupRoute(dst, src netip.Addr) (r netlink.Route, err error) {
+func (n *netmon) lookupRoute(dst, src netip.Addr, oif int) (r netlink.Route, err error) {
 	err = n.withConn(func(c *netlink.Conn) error {
-		r, err = c.RouteLookup(dst, src)
+		r, err = c.RouteLookupOIF(dst, src, oif)
 		return err
 	})
 	return r, err

@@ -24,14 +24,26 @@ type routeInfo struct {
 // route asks the kernel's routing table (RTM_GETROUTE) how dst is reached
 // from src (any source when src is invalid or unspecified): the source
 // address, the next hop, the device that owns the source and the path MTU
-// (the route's, else the device's).
+// (the route's, else the device's). oif is the interface of the device an
+// id is bound to by address (0: none): the kernel's rdma_cm looks its
+// routes up bound to it (bound_dev_if), and a lookup bound to an interface
+// that finds no route (or a reject route) takes the destination to be on
+// that interface's link; so does route, asking again bound to oif.
 // Errors carry the kernel's errno (ENETUNREACH, EHOSTUNREACH, ...).
-func (f *Fabric) route(dst, src netip.Addr) (routeInfo, error) {
+func (f *Fabric) route(dst, src netip.Addr, oif int) (routeInfo, error) {
 	var ri routeInfo
 	if src.IsUnspecified() {
 		src = netip.Addr{}
 	}
-	rt, err := f.mon.lookupRoute(dst, src)
+	rt, err := f.mon.lookupRoute(dst, src, 0)
+	if err == nil {
+		if e := rt.Type.Errno(); e != 0 {
+			err = fmt.Errorf("route is %s: %w", rt.Type, e)
+		}
+	}
+	if err != nil && oif > 0 {
+		rt, err = f.mon.lookupRoute(dst, src, oif)
+	}
 	if err != nil {
 		return ri, fmt.Errorf("soft: route to %s: %w", dst, err)
 	}

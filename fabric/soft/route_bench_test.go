@@ -17,7 +17,7 @@ func BenchmarkRoute(b *testing.B) {
 	lookup := func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := f.route(dst, netip.Addr{}); err != nil {
+			if _, err := f.route(dst, netip.Addr{}, 0); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -193,6 +193,14 @@ func TestNamespace(t *testing.T) {
 			t.Errorf("RouteGet(10.77.0.5) in the namespace = %+v, %v; want dev cmrt0", r, err)
 		}
 
+		// No route yet: unbound, none; bound to cmrt0, on its link.
+		if _, err := c.RouteLookup(netip.MustParseAddr("198.51.100.7"), netip.Addr{}); !errors.Is(err, syscall.ENETUNREACH) {
+			t.Errorf("RouteLookup(198.51.100.7) with no route: %v, want ENETUNREACH", err)
+		}
+		if r, err := c.RouteLookupOIF(netip.MustParseAddr("198.51.100.7"), netip.Addr{}, l0.Index); err != nil ||
+			r.OIF != l0.Index || r.Gateway.IsValid() || r.Src != netip.MustParseAddr("10.77.0.1") {
+			t.Errorf("RouteLookupOIF(198.51.100.7, cmrt0) with no route = %+v, %v; want on cmrt0's link from 10.77.0.1", r, err)
+		}
 		must(c.addRoute(RouteUnicast, netip.MustParsePrefix("198.51.100.0/24"), netip.MustParseAddr("10.77.0.254"), l0.Index, 1200))
 		must(c.addRoute(RouteUnicast, netip.MustParsePrefix("0.0.0.0/0"), netip.MustParseAddr("10.77.0.254"), l0.Index, 0))
 		must(c.addRoute(RouteUnicast, netip.MustParsePrefix("2001:db8:100::/48"), netip.MustParseAddr("2001:db8:77::fe"), l0.Index, 1280))

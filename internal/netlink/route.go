@@ -277,9 +277,17 @@ func (c *Conn) RouteGet(dst, src netip.Addr, oif int) (Route, error) {
 // zone), and MTU is the route's own metric, 0 when it has none. Errors are
 // RouteGet's.
 func (c *Conn) RouteLookup(dst, src netip.Addr) (Route, error) {
+	return c.RouteLookupOIF(dst, src, 0)
+}
+
+// RouteLookupOIF is RouteLookup bound to the interface with index oif (0:
+// none), as a socket bound to a device looks its routes up: a destination
+// with no route is then taken to be on that interface's link, as
+// ip_route_output_key does for a lookup with an output interface.
+func (c *Conn) RouteLookupOIF(dst, src netip.Addr, oif int) (Route, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	r, _, err := c.routeRequest(dst, src, 0)
+	r, _, err := c.routeRequest(dst, src, oif)
 	if err == nil {
 		err = rejectError(r.Type)
 	}
