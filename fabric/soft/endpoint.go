@@ -593,6 +593,20 @@ func (ep *endpoint) newChild(c *conn, local, remote netip.AddrPort) (*endpoint, 
 	return child, nil
 }
 
+// requestRead returns the place of the request that made this endpoint in
+// its listener's backlog: the user has read its CONNECT_REQUEST.
+func (ep *endpoint) requestRead() {
+	ep.mu.Lock()
+	c, us, key := ep.conn, ep.ud.parent, ep.ud.key
+	ep.mu.Unlock()
+	switch {
+	case c != nil:
+		c.l.post(c.uncount)
+	case us != nil:
+		us.l.post(func() { us.released(key) })
+	}
+}
+
 // destroyLocal forgets an endpoint whose connection the loop closes itself.
 func (ep *endpoint) destroyLocal() {
 	ep.mu.Lock()

@@ -104,3 +104,21 @@ const RTRSTag = rtrSTag
 // MRValid reports whether the region m (of a soft fabric) is still valid:
 // not invalidated by a peer's Send with Invalidate, nor deregistered.
 func MRValid(m fabric.MR) bool { return m.(*mr).valid.Load() }
+
+// Backlogged returns how many requests the RC listener behind ep holds in
+// its backlog: reported and not yet read.
+func Backlogged(ep any) int {
+	e, ok := ep.(*endpoint)
+	if !ok {
+		return -1
+	}
+	e.mu.Lock()
+	lis := e.lis
+	e.mu.Unlock()
+	if lis == nil {
+		return -1
+	}
+	n := 0
+	lis.l.call(func() { n = lis.pending })
+	return n
+}

@@ -13,10 +13,12 @@ import (
 // listener is the listening TCP socket of an RC id. Its fields belong to
 // the loop goroutine.
 //
-// The backlog counts the requests reported to the user and not yet
-// answered (CONNECT_REQUEST given, Accept or Reject not called): a request
-// completing its MPA exchange when backlog of them wait is refused with a
-// reset, as a full iWARP listener refuses it (the initiator gets REJECTED).
+// The backlog counts the requests reported to the user and not yet read
+// (CONNECT_REQUEST queued on the listener's channel, not yet taken by
+// GetEvent), as the kernel's ucma counts them (it returns a request's
+// place at get_event): a request completing its MPA exchange when backlog
+// of them wait is refused with a reset, as iw_cm rejects a request ucma
+// could not queue (the initiator gets REJECTED).
 // TCP connections whose MPA Request has not arrived yet do not count: they
 // wait in a pool of their own (halfOpen), bounded in all and per source
 // host, where the oldest is evicted when a new connection needs room and
@@ -31,7 +33,7 @@ type listener struct {
 	fd      int
 	gen     uint32
 	backlog int
-	pending int // reported requests not yet accepted or rejected by the user
+	pending int // reported requests not yet read (nor answered) by the user
 	closed  bool
 	paused  bool
 	waiting halfOpen // accepted connections whose MPA Request has not come yet

@@ -62,9 +62,18 @@ func (s *source) forget(ep *endpoint) {
 	s.mu.Unlock()
 }
 
-// Next implements fabric.EventSource.
+// Next implements fabric.EventSource. Reading a CONNECT_REQUEST returns the
+// request's place in its listener's backlog, as ucma's get_event does.
 func (s *source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) error {
-	return s.q.Pop(ctx, block, ev)
+	if err := s.q.Pop(ctx, block, ev); err != nil {
+		return err
+	}
+	if ev.Type == fabric.EventConnectRequest {
+		if child, ok := ev.Child.(*endpoint); ok {
+			child.requestRead()
+		}
+	}
+	return nil
 }
 
 // Migrate implements fabric.EventSource: the endpoint and its queued events move

@@ -70,6 +70,7 @@ type sidrReq struct {
 	src     *sidrSource
 	dst     netip.Addr // where the REQ was addressed: the REP's source
 	rep     []byte     // the REP, once the user answered
+	counted bool       // in pending: reported, not yet read by the user nor answered
 	expires time.Time  // answered: when its retransmissions are over
 	all     *list.Element
 	mine    *list.Element // in src.answered
@@ -250,14 +251,32 @@ func (s *udSock) onREQ(m *sidr.Message, d *udDatagram) {
 		src = &sidrSource{addr: host}
 		s.sources[host] = src
 	}
-	r := &sidrReq{key: key, src: src, dst: dst}
+	r := &sidrReq{key: key, src: src, dst: dst, counted: true}
 	s.reqs[key] = r
 	src.n++
 	s.pending++
 	if !s.ep.emit(&raw) {
 		s.forget(r)
-		s.pending--
+		s.uncount(r)
 		child.forgetUDChild()
+	}
+}
+
+// uncount takes a request out of the backlog's count: once the user read
+// its CONNECT_REQUEST (released), or answered it.
+func (s *udSock) uncount(r *sidrReq) {
+	if r.counted {
+		r.counted = false
+		s.pending--
+	}
+}
+
+// released returns the place of the request named key in the backlog: the
+// user has read its CONNECT_REQUEST, and ucma's backlog counts the requests
+// queued and not yet read.
+func (s *udSock) released(key sidrKey) {
+	if r := s.reqs[key]; r != nil {
+		s.uncount(r)
 	}
 }
 
@@ -276,7 +295,7 @@ func (s *udSock) answer(key sidrKey, rep []byte) bool {
 	r.expires = time.Now().Add(s.f.sidrRetryWindow())
 	r.all = s.answered.PushBack(r)
 	r.mine = r.src.answered.PushBack(r)
-	s.pending--
+	s.uncount(r)
 	if err := udSendFrom(s.port.fd, s.port.fam, rep, key.from, r.dst); err != nil {
 		s.f.log.Debug().Err(err).Stringer("to", key.from).Msg("SIDR REP send")
 	}
