@@ -370,10 +370,12 @@ func (c *conn) accept(p *fabric.ConnParam) error {
 	return nil
 }
 
-// reject answers the request with a Reject Reply and closes.
-func (c *conn) reject(pd []byte) {
+// reject answers the request with a Reject Reply and closes. A request
+// whose connection is gone (the peer gave up) is ECONNRESET, as siw_reject
+// answers for an endpoint no longer holding an MPA request.
+func (c *conn) reject(pd []byte) error {
 	if c.state != csReqRecv {
-		return
+		return syscall.ECONNRESET
 	}
 	r := iwarp.MPAFrame{Reply: true, Reject: true, Rev: c.req.Rev, Enhanced: c.req.Enhanced, Flags: c.req.Flags,
 		IRD: 1, ORD: 1, PrivateData: pd}
@@ -385,6 +387,7 @@ func (c *conn) reject(pd []byte) {
 	}
 	c.uncount()
 	c.finishClose()
+	return nil
 }
 
 // uncount takes a passive connection out of its listener's pending count.

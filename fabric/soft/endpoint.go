@@ -472,7 +472,11 @@ func (ep *endpoint) Reject(pd []byte) error {
 		return einval("reject: no connection request")
 	}
 	pd = append([]byte(nil), pd...)
-	c.l.call(func() { c.reject(pd) })
+	var err error
+	c.l.call(func() { err = c.reject(pd) })
+	if err != nil {
+		return fmt.Errorf("soft: reject: connection request gone: %w", err)
+	}
 	return nil
 }
 

@@ -122,3 +122,22 @@ func Backlogged(ep any) int {
 	lis.l.call(func() { n = lis.pending })
 	return n
 }
+
+// RequestPending reports whether the connection request behind ep (a
+// CONNECT_REQUEST's new endpoint) still waits for its answer, its
+// connection up.
+func RequestPending(ep any) bool {
+	e, ok := ep.(*endpoint)
+	if !ok {
+		return false
+	}
+	e.mu.Lock()
+	c := e.conn
+	e.mu.Unlock()
+	if c == nil {
+		return false
+	}
+	pending := false
+	c.l.call(func() { pending = c.state == csReqRecv })
+	return pending
+}
