@@ -231,7 +231,10 @@ func (i *ID) Establish() error {
 // Disconnect disconnects the connection, as rdma_disconnect: both sides get
 // DISCONNECTED (once per connection, whichever side disconnects first). On a
 // synchronous id it waits for the id's DISCONNECTED, unless it was already
-// returned by an earlier call. On the software fabric (iWARP) the local
+// returned by an earlier call. On an id whose request is not yet answered,
+// or whose connection attempt ended (FAILED), it does nothing and succeeds,
+// as the kernel's: there is no connection to end, nothing is reported, and
+// the request can still be accepted or rejected. On the software fabric (iWARP) the local
 // DISCONNECTED comes at once; on InfiniBand and RoCE the kernel reports it
 // when the peer answers (it disconnects too) or the request times out, so
 // two synchronous peers must disconnect concurrently. TIMEWAIT_EXIT follows
@@ -245,9 +248,9 @@ func (i *ID) Disconnect() error {
 // synchronous id.
 func (i *ID) DisconnectContext(ctx context.Context) error {
 	i.mu.Lock()
-	done := i.state == StateDisconnected
+	due := disconnectReported(i.state)
 	i.mu.Unlock()
-	if done {
+	if !due {
 		return i.run(journal.CallDisconnect, func() error { return i.ep.Disconnect() })
 	}
 	return i.runAsync(ctx, journal.CallDisconnect, func() error { return i.ep.Disconnect() })
@@ -292,4 +295,12 @@ func (i *ID) SetAFOnly(on bool) error {
 // 4.096µs·2^n for an acknowledgement (RDMA_OPTION_ID_ACK_TIMEOUT). RC only.
 func (i *ID) SetAckTimeout(n uint8) error {
 	return i.SetOption(OptionLevelID, OptionAckTimeout, []byte{n})
+}
+
+// disconnectReported reports whether a disconnect in state s is answered
+// by the id's DISCONNECTED: only an id whose connection is up or coming up.
+// Elsewhere (a request not yet answered, an attempt that ended, an id
+// already disconnected) rdma_disconnect reports nothing.
+func disconnectReported(s journal.State) bool {
+	return s == journal.StateConnectResponse || s == journal.StateAccept || s == journal.StateEstablished
 }

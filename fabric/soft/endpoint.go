@@ -488,11 +488,6 @@ func (ep *endpoint) Establish() error { return einval("establish: not waiting fo
 func (ep *endpoint) Disconnect() error {
 	ep.mu.Lock()
 	c := ep.conn
-	if !ep.discReported && c != nil {
-		ep.discReported = true
-		r := fabric.RawEvent{Type: fabric.EventDisconnected}
-		ep.emitLocked(&r)
-	}
 	// A UD id that connected or was born from a request has a CM id in
 	// the kernel, with no connection to end: rdma_disconnect sends no DREQ
 	// (nor DREP) and returns 0, reporting nothing.
@@ -504,6 +499,21 @@ func (ep *endpoint) Disconnect() error {
 		}
 		return einval("disconnect: not connected")
 	}
+	// Neither is there a connection to end while a request waits for its
+	// answer or once an attempt ended: the kernel's rdma_disconnect returns
+	// 0 and reports nothing, and the request can still be answered.
+	up := false
+	c.l.call(func() { up = c.state == csRTS || c.state == csClosing })
+	if !up {
+		return nil
+	}
+	ep.mu.Lock()
+	if !ep.discReported {
+		ep.discReported = true
+		r := fabric.RawEvent{Type: fabric.EventDisconnected}
+		ep.emitLocked(&r)
+	}
+	ep.mu.Unlock()
 	c.l.post(c.disconnect)
 	return nil
 }

@@ -35,6 +35,13 @@ func TestCallAllowed(t *testing.T) {
 		{journal.StateEstablished, journal.CallEstablish, fabric.RC, false, 0},
 		{journal.StateEstablished, journal.CallDisconnect, fabric.RC, true, journal.StateEstablished},
 		{journal.StateRouteResolved, journal.CallDisconnect, fabric.RC, false, 0},
+		{journal.StateConnectRequest, journal.CallDisconnect, fabric.RC, true, journal.StateConnectRequest}, // a no-op, as the kernel's (diffkernel probes)
+		{journal.StateConnectRequest, journal.CallDisconnect, fabric.UD, true, journal.StateConnectRequest},
+		{journal.StateFailed, journal.CallDisconnect, fabric.RC, true, journal.StateFailed},
+		{journal.StateListen, journal.CallDisconnect, fabric.RC, false, 0},  // siw refuses it (rxe takes it on a bound listener)
+		{journal.StateConnect, journal.CallDisconnect, fabric.RC, false, 0}, // siw waits for the connect's end (rxe takes it)
+		{journal.StateIdle, journal.CallDisconnect, fabric.RC, false, 0},    // no CM id yet: both refuse it
+		{journal.StateAddrResolved, journal.CallDisconnect, fabric.RC, false, 0},
 		{journal.StateAddrBound, journal.CallJoin, fabric.UD, true, journal.StateAddrBound},
 		{journal.StateAddrResolved, journal.CallJoin, fabric.UD, true, journal.StateAddrResolved},
 		{journal.StateRouteResolved, journal.CallJoin, fabric.UD, false, 0}, // rdma_join_multicast: ADDR_BOUND or ADDR_RESOLVED

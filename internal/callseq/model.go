@@ -61,7 +61,8 @@ func Blocks(c journal.Call, st id.State, qp id.QPType) bool {
 	case journal.CallAccept:
 		return qp == id.RC
 	case journal.CallDisconnect:
-		return st != id.StateDisconnected
+		// Only where the id's DISCONNECTED answers it.
+		return st == id.StateConnectResponse || st == id.StateAccept || st == id.StateEstablished
 	}
 	return false
 }
