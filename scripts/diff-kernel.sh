@@ -16,7 +16,9 @@
 #      DIFF_DEVS (siw0,rxe0), DIFF_WORKERS (2), DIFF_SHRINK (runs spent
 #      shrinking each kind of divergence, 40), DIFF_ARGS (more flags),
 #      DIFF_SEQ (a file holding one sequence: run it alone, verbosely, on
-#      the first of DIFF_DEVS),
+#      the first of DIFF_DEVS), DIFF_PROBES=1 (print the probe table: what
+#      the kernel answers to each call the model refuses, in a set of
+#      states, instead),
 #      VM_OUT, VM_DL, VM_RUN (the VM; see interop-kernel.sh), VM_TIMEOUT
 #      (seconds; default from DIFF_N).
 set -euo pipefail
@@ -34,6 +36,8 @@ args="-n $n -seed $seed -dev $devs -workers ${DIFF_WORKERS:-2} -shrink ${DIFF_SH
 if [ -n "${DIFF_SEQ:-}" ]; then
 	cp "$DIFF_SEQ" "$tmp/seq.txt"
 	args="-dev ${devs%%,*} -seq /extra/seq.txt ${DIFF_ARGS:-}"
+elif [ -n "${DIFF_PROBES:-}" ]; then
+	args="-dev $devs -probes ${DIFF_ARGS:-}"
 fi
 # A second a sequence is generous under TCG with two at once; shrinking
 # and the VM's boot get their own allowance.
@@ -46,7 +50,7 @@ set -e
 grep -v '^run.sh \[' "$tmp/out.log" | grep -v '^\[ *[0-9.]*\] reboot' || true
 summary=$(grep '^diff-kernel: [0-9]* sequences' "$tmp/out.log" | tail -1 | tr -d '\r' || true)
 echo "diff-kernel: took $(( $(date +%s) - start ))s in all (VM rc=$rc)"
-if [ -n "${DIFF_SEQ:-}" ]; then
+if [ -n "${DIFF_SEQ:-}${DIFF_PROBES:-}" ]; then
 	exit "$rc"
 fi
 if [ -z "$summary" ]; then

@@ -28,7 +28,7 @@ func TestTextRoundTrip(t *testing.T) {
 func TestParse(t *testing.T) {
 	seq, err := Parse("# a listener\ns0 create tcp ch1; s0 bind local:1\n\ns0 listen 0\ns1 create udp sync peer\n" +
 		"s1 resolve_addr unreachable:2 src\ns1 connect pd=56\ns2 accept pd=0\ns2 set_option ib_path\n" +
-		"s1 migrate sync\ns1 join g1 sendonly\ns1 leave g0\ns2 destroy")
+		"s1 migrate sync\ns1 join g1 sendonly\ns1 leave g0\ns2 destroy\ns0 probe resolve_route")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,12 +45,13 @@ func TestParse(t *testing.T) {
 		{Call: journal.CallJoin, Slot: 1, Group: 1, SendOnly: true},
 		{Call: journal.CallLeave, Slot: 1},
 		{Call: journal.CallDestroy, Slot: 2},
+		{Call: journal.CallResolveRoute, Probe: true},
 	}
 	if !slices.Equal(seq, want) {
 		t.Fatalf("got\n%s\nwant\n%s", seq, want)
 	}
 	for _, bad := range []string{"create tcp", "s0 frobnicate", "s0 bind local", "s0 bind local:9", "sx listen 0",
-		"s0 create tcp ch3", "s0 connect 5", "s0 join g7", "s0 set_option nagle", "s0 create sctp ch0"} {
+		"s0 create tcp ch3", "s0 connect 5", "s0 probe", "s0 join g7", "s0 set_option nagle", "s0 create sctp ch0"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) succeeded", bad)
 		}

@@ -111,7 +111,52 @@ func Generate(c Chooser, cfg Config) Seq {
 	for tries := 0; len(g.seq) < cfg.MaxOps && tries < 20*cfg.MaxOps; tries++ {
 		g.step()
 	}
+	if g.n(2) == 0 {
+		g.probe()
+	}
 	return g.seq
+}
+
+// ProbeCalls are the calls a probe may make: those the fabric's endpoint
+// takes (not the library's own: create, migrate, set_option, leave,
+// get_request, destroy).
+var ProbeCalls = []journal.Call{journal.CallBind, journal.CallResolveAddr, journal.CallResolveRoute, journal.CallListen, journal.CallConnect,
+	journal.CallAccept, journal.CallReject, journal.CallEstablish, journal.CallDisconnect, journal.CallNotify, journal.CallJoin}
+
+// probe appends a probe of a call the model refuses to a live id under
+// test, if there is one.
+func (g *gen) probe() {
+	var live []int
+	for _, k := range g.live() {
+		if !g.slots[k].peer {
+			live = append(live, k)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	k := live[g.n(len(live))]
+	s := g.slots[k]
+	var refused []journal.Call
+	for _, c := range ProbeCalls {
+		if _, ok := journal.CallAllowed(s.st, c, s.qp); !ok && !(c == journal.CallJoin && (s.qp != id.UD || g.cfg.Mode != ModeIB)) {
+			refused = append(refused, c)
+		}
+	}
+	if len(refused) == 0 {
+		return
+	}
+	c := refused[g.n(len(refused))]
+	op := Op{Call: c, Slot: k, Probe: true}
+	switch c {
+	case journal.CallBind:
+		op.Addr, op.Port = Local, 0
+	case journal.CallResolveAddr:
+		op.Addr, op.Port = g.target(k)
+	case journal.CallJoin:
+		op.Group = g.n(NumGroups)
+	}
+	g.emit(op)
 }
 
 func (g *gen) n(k int) int { return g.c.Intn(k) }

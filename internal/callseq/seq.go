@@ -106,6 +106,11 @@ type Op struct {
 	// Group and SendOnly name a multicast join (join, leave).
 	Group    int
 	SendOnly bool
+	// Probe makes the call on the fabric's endpoint directly, past the
+	// library's state check: how the fabric itself answers a call the
+	// model refuses. It can leave the id in a state the library does not
+	// know, so a generated sequence makes one probe, last.
+	Probe bool
 }
 
 // Seq is a sequence of operations.
@@ -114,7 +119,11 @@ type Seq []Op
 // String formats the operation on one line, as Parse reads it.
 func (op Op) String() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "s%d %s", op.Slot, op.Call)
+	fmt.Fprintf(&b, "s%d ", op.Slot)
+	if op.Probe {
+		b.WriteString("probe ")
+	}
+	b.WriteString(op.Call.String())
 	switch op.Call {
 	case journal.CallCreate:
 		ps := map[id.PortSpace]string{id.PSTCP: "tcp", id.PSUDP: "udp", id.PSIB: "ib", id.PSIPoIB: "ipoib"}[op.PS]
@@ -195,6 +204,12 @@ func parseOp(line string) (Op, error) {
 		return Op{}, fmt.Errorf("bad slot %q", f[0])
 	}
 	op := Op{Slot: slot}
+	if f[1] == "probe" {
+		op.Probe, f = true, f[1:]
+		if len(f) < 2 {
+			return op, fmt.Errorf("probe of what call?")
+		}
+	}
 	c, ok := CallByName(f[1])
 	if !ok {
 		return Op{}, fmt.Errorf("unknown call %q", f[1])

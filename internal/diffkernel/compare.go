@@ -31,6 +31,9 @@ type Divergence struct {
 	// SoftEpoch and KernelEpoch are the whole epoch on each side, as
 	// recorded.
 	SoftEpoch, KernelEpoch Epoch
+	// ProbeState is, for a probe the kernel took (What "probe"), the state
+	// the id was in.
+	ProbeState id.State
 	// Known is the documented divergence it is, if any.
 	Known *Known
 }

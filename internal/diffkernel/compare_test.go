@@ -34,7 +34,8 @@ func TestTraceText(t *testing.T) {
 		"s2 reject pd=148 => s1[REJECTED:28>FAILED] s2[reject:ok>FAILED]\n" +
 		"s3 accept pd=0 => !busy\n" +
 		"s4 destroy => -\n" +
-		"s5 disconnect => s5[disconnect:errno200>ESTABLISHED cancel>CANCELED] !noid\n"
+		"s5 disconnect => s5[disconnect:errno200>ESTABLISHED cancel>CANCELED] !noid\n" +
+		"s1 probe connect pd=0 => ?probe connect_in_ADDR_RESOLVED_(RC):_EINVAL\n"
 	tr, err := ParseTrace(text)
 	if err != nil {
 		t.Fatal(err)
@@ -94,6 +95,10 @@ func TestCompare(t *testing.T) {
 			soft: "s2[accept:ECONNRESET>CONNECT_REQUEST]", kern: "s2[accept:EINVAL>CONNECT_REQUEST]", used: eqAbandoned.Name},
 		{name: "IB EINVAL for other reasons", fl: IB, op: "s2 accept pd=0",
 			soft: "s2[accept:ok>ACCEPT]", kern: "s2[accept:EINVAL>CONNECT_REQUEST]", div: "items"},
+		{name: "IB notify", fl: IB, op: "s1 notify",
+			soft: "s1[notify:ok>ESTABLISHED]", kern: "s1[notify:EISCONN>ESTABLISHED]", used: eqNotify.Name},
+		{name: "iWARP notify", fl: IWARP, op: "s1 notify",
+			soft: "s1[notify:ok>ESTABLISHED]", kern: "s1[notify:EISCONN>ESTABLISHED]", div: "items"},
 		{name: "IB timewait", fl: IB, op: "s1 destroy",
 			soft: "s1[destroy:ok>DESTROYED]", kern: "s1[destroy:ok>DESTROYED] s2[TIMEWAIT_EXIT:0>DISCONNECTED]",
 			used: eqTimewait.Name},
@@ -195,6 +200,29 @@ func TestKnown(t *testing.T) {
 			t.Errorf("%s on %s: documented %s", c.kern, c.fl, k.Name)
 		case c.known != "" && (k == nil || k.Name != c.known):
 			t.Errorf("%s on %s: %v, want %s", c.kern, c.fl, k, c.known)
+		}
+	}
+	// Probes the kernel of one transport takes.
+	for _, c := range []struct {
+		fl    Flavour
+		op    string
+		st    id.State
+		known string
+	}{
+		{IB, "s0 probe disconnect", id.StateListen, "ib-disconnect-listener"},
+		{IWARP, "s0 probe disconnect", id.StateListen, ""},
+		{IB, "s0 probe reject pd=0", id.StateConnect, "ib-reject-connecting"},
+		{IWARP, "s0 probe notify", id.StateListen, "iwarp-notify-any-state"},
+		{IB, "s0 probe notify", id.StateListen, ""},
+		{IB, "s0 probe bind local:0", id.StateListen, ""},
+	} {
+		d := &Divergence{Op: op(t, c.op), What: "probe", ProbeState: c.st}
+		k := matchKnown(&Match{Flavour: c.fl, Div: d})
+		switch {
+		case c.known == "" && k != nil:
+			t.Errorf("probe %s in %s on %s: documented %s", c.op, c.st, c.fl, k.Name)
+		case c.known != "" && (k == nil || k.Name != c.known):
+			t.Errorf("probe %s in %s on %s: %v, want %s", c.op, c.st, c.fl, k, c.known)
 		}
 	}
 	for _, k := range Documented {

@@ -41,6 +41,10 @@ var (
 		Kernel: "accept or reject EINVAL, once the peer gave the request up", Soft: "accept or reject ECONNRESET",
 		Why: "IB: the peer's REJ (its id was destroyed) took the CM id out of REQ_RCVD, so ib_send_cm_rep/rej fail EINVAL; " +
 			"iWARP: the connection is gone and siw_accept/siw_reject answer ECONNRESET for an endpoint no longer holding an MPA request"}
+	eqNotify = Equivalence{Name: "ib-notify", Flavour: IB,
+		Kernel: "notify EINVAL (CONNECT, CONNECT_RESPONSE) or EISCONN (ESTABLISHED)", Soft: "notify 0",
+		Why: "IB's rdma_notify hands COMM_EST to the IB CM, which takes it only while a REP waits for its RTU; " +
+			"iWARP's returns 0 whenever the id has a CM id, doing nothing"}
 	eqDisconnectDREP = Equivalence{Name: "ib-disconnect-drep", Flavour: IB,
 		Kernel: "the disconnecting side's DISCONNECTED when the peer disconnects too (DREP) or the DREQ times out",
 		Soft:   "the disconnecting side's DISCONNECTED at once",
@@ -48,7 +52,8 @@ var (
 )
 
 // Equivalences lists the table, for reports and documentation.
-var Equivalences = []*Equivalence{&eqRejectReason, &eqNoListener, &eqConnectResponse, &eqTimewait, &eqAbandoned, &eqDisconnectDREP}
+var Equivalences = []*Equivalence{&eqRejectReason, &eqNoListener, &eqConnectResponse, &eqTimewait, &eqAbandoned,
+	&eqNotify, &eqDisconnectDREP}
 
 // normalize rewrites a kernel slot's items of flavour fl into what the
 // software fabric reports, and says which equivalences applied. soft are
@@ -81,6 +86,10 @@ func normalize(fl Flavour, is, soft Items) (Items, []*Equivalence) {
 			it.Status == int32(syscall.EINVAL) && hasCall(soft, it.Call, syscall.ECONNRESET):
 			it.Status = int32(syscall.ECONNRESET)
 			used = append(used, &eqAbandoned)
+		case it.Kind == id.KindCall && it.Call == id.CallNotify &&
+			(it.Status == int32(syscall.EINVAL) || it.Status == int32(syscall.EISCONN)) && hasCall(soft, id.CallNotify, 0):
+			it.Status = 0
+			used = append(used, &eqNotify)
 		}
 		out = append(out, it)
 	}
@@ -88,8 +97,7 @@ func normalize(fl Flavour, is, soft Items) (Items, []*Equivalence) {
 }
 
 // Known is a documented divergence: cmrt differs from the kernel on
-// purpose, the kernel fabric cannot do what the software fabric does, or
-// the software fabric differs and a change under way fixes it (Pending).
+// purpose, or the kernel fabric cannot do what the software fabric does.
 // README's "Where cmrt differs, and why" lists each with the sequence that
 // shows it. A sequence that runs into one is counted as documented and
 // compared no further.
@@ -98,9 +106,6 @@ type Known struct {
 	Name string
 	// Why is the reason, in a sentence.
 	Why string
-	// Pending names the change that makes the software fabric do as the
-	// kernel, when one is under way; the entry goes once it is in.
-	Pending string
 	// Match recognizes the divergence.
 	Match func(m *Match) bool
 }
@@ -165,25 +170,19 @@ func opFails(d *Divergence, e syscall.Errno) bool {
 	return okK && okS && k == int32(e) && s != int32(e)
 }
 
-// unanswered counts the requests listener l reported on the software
-// fabric up to epoch k that its new ids had not yet accepted, rejected or
-// destroyed.
-func unanswered(soft []Epoch, l int) int {
-	kids := map[int]bool{}
-	for _, e := range soft {
-		for s, is := range e.Slots {
-			for _, it := range is {
-				switch {
-				case it.Kind == id.KindEvent && it.Event == id.EventConnectRequest && it.Parent == l:
-					kids[s] = true
-				case it.Kind == id.KindCall && it.Status == 0 &&
-					(it.Call == id.CallAccept || it.Call == id.CallReject || it.Call == id.CallDestroy):
-					delete(kids, s)
-				}
-			}
+// probeTaken reports whether the divergence is a probe of call c the
+// kernel of flavour fl took in one of states.
+func probeTaken(m *Match, fl Flavour, c id.Call, states ...id.State) bool {
+	d := m.Div
+	if m.Flavour != fl || d.What != "probe" || d.Op.Call != c {
+		return false
+	}
+	for _, st := range states {
+		if d.ProbeState == st {
+			return true
 		}
 	}
-	return len(kids)
+	return false
 }
 
 // Documented lists the documented divergences.
@@ -218,69 +217,51 @@ var Documented = []*Known{
 		},
 	},
 	{
-		Name:    "resolve-unroutable-fails-the-call",
-		Pending: "sec-net (issue 18: resolve)",
-		Why: "no route to the destination: the kernel's rdma_resolve_addr fails at once with the routing errno " +
-			"(ENETUNREACH), the id bound; the software fabric reports ADDR_ERROR with it instead",
+		Name: "connect-no-route-unreachable",
+		Why: "a connect to a destination resolved on the bound device's link that no route leads to: the software " +
+			"fabric's TCP connect finds no route and reports UNREACHABLE -ENETUNREACH at once (as README's Connect says, " +
+			"it reports the host's routing errors so); the kernel on IB sends its REQ on the link and waits for an answer " +
+			"that never comes (siw's connect would fail with ENETUNREACH)",
 		Match: func(m *Match) bool {
 			d := m.Div
-			k, ok := call(d.KernelEpoch.Slots[d.Op.Slot], id.CallResolveAddr)
-			ev, evOK := event(d.SoftEpoch.Slots[d.Op.Slot], id.EventAddrError)
-			return d.Op.Call == id.CallResolveAddr && ok && k != 0 && evOK && ev.Status == -k
+			ev, ok := event(d.SoftEpoch.Slots[d.Op.Slot], id.EventUnreachable)
+			return d.Op.Call == id.CallConnect && ok &&
+				(ev.Status == -int32(syscall.ENETUNREACH) || ev.Status == -int32(syscall.EHOSTUNREACH)) &&
+				!anyEvent(d.KernelEpoch, id.EventUnreachable)
 		},
 	},
+	// Calls the model refuses that the kernel of one transport takes
+	// (probes): cmrt refuses them on both, with EINVAL, before the fabric.
 	{
-		Name:    "resolve-bound-device-on-link",
-		Pending: "sec-net (issue 18: resolve)",
-		Why: "an id bound to a device's address (bind, or resolve_addr with a source) resolves through that " +
-			"device: the kernel's route lookup is bound to it (bound_dev_if) and takes a destination without a route " +
-			"as on its link, ADDR_RESOLVED; the software fabric looks the route up unbound and reports ADDR_ERROR -ENETUNREACH",
-		Match: func(m *Match) bool {
-			d := m.Div
-			ev, ok := event(d.SoftEpoch.Slots[d.Op.Slot], id.EventAddrError)
-			_, kOK := event(d.KernelEpoch.Slots[d.Op.Slot], id.EventAddrResolved)
-			return d.Op.Call == id.CallResolveAddr && d.Op.Addr == callseq.Unroutable && ok &&
-				ev.Status == -int32(syscall.ENETUNREACH) && kOK
-		},
+		Name: "ib-disconnect-listener",
+		Why: "IB: rdma_disconnect of a listener bound to an address returns 0, doing nothing (the DREQ and the " +
+			"DREP its CM id cannot send are not errors); iWARP refuses it (iw_cm_disconnect: EINVAL in LISTEN), and so does the model",
+		Match: func(m *Match) bool { return probeTaken(m, IB, id.CallDisconnect, id.StateListen) },
 	},
 	{
-		Name:    "ud-no-listener-unanswered",
-		Pending: "sec-net (issue 18: SIDR)",
-		Why: "a SIDR request to a port nobody listens on: the IB CM answers it with a SIDR REP status 1 " +
-			"(IB_SIDR_UNSUPPORTED), UNREACHABLE 1 at once; the software fabric answers only from a bound UD port, and " +
-			"the requester retries until it times out (UNREACHABLE -ETIMEDOUT)",
-		Match: func(m *Match) bool {
-			d := m.Div
-			ev, ok := event(d.Kernel, id.EventUnreachable)
-			_, softOK := event(d.Soft, id.EventUnreachable)
-			return m.Flavour == IB && ok && ev.Status == 1 && !softOK
-		},
+		Name: "ib-disconnect-connecting",
+		Why: "IB: rdma_disconnect while the REQ is under way returns 0 and does nothing (the connection may still " +
+			"be established); iWARP's waits for the connect's end; the model refuses it",
+		Match: func(m *Match) bool { return probeTaken(m, IB, id.CallDisconnect, id.StateConnect) },
 	},
 	{
-		Name:    "listen-backlog-counts-unanswered",
-		Pending: "sec-net (issue 18: listener)",
-		Why: "a listener's backlog: the kernel counts the requests queued and not yet read from the event " +
-			"channel (ucma returns one to the backlog at get_event); the software fabric counts those not yet accepted " +
-			"or rejected, and refuses a request the kernel delivers",
+		Name: "ib-reject-connecting",
+		Why: "IB: rdma_reject on an active id whose REQ is under way sends a REJ (ib_send_cm_rej takes REQ_SENT); " +
+			"iWARP refuses it (iw_cm_reject wants a request); the model takes reject on a request's id only",
+		Match: func(m *Match) bool { return probeTaken(m, IB, id.CallReject, id.StateConnect) },
+	},
+	{
+		Name: "ib-establish-ud-request",
+		Why: "librdmacm's rdma_establish writes ACCEPT without parameters; the kernel takes that on a UD request's id " +
+			"as an accept (a SIDR REP); the model takes establish after CONNECT_RESPONSE only",
+		Match: func(m *Match) bool { return probeTaken(m, IB, id.CallEstablish, id.StateConnectRequest) },
+	},
+	{
+		Name: "iwarp-notify-any-state",
+		Why: "iWARP's rdma_notify returns 0 whenever the id has a CM id (listening, a request, a failed attempt), " +
+			"doing nothing; IB refuses it there (the IB CM takes COMM_EST only while a REP waits for its RTU), and so does the model",
 		Match: func(m *Match) bool {
-			d := m.Div
-			if d.Op.Call != id.CallConnect || anyEvent(d.SoftEpoch, id.EventConnectRequest) ||
-				!anyEvent(d.KernelEpoch, id.EventConnectRequest) {
-				return false
-			}
-			for _, op := range m.Seq[:d.Epoch] {
-				if op.Call != id.CallListen {
-					continue
-				}
-				backlog := op.Backlog
-				if backlog <= 0 || backlog > id.MaxBacklog {
-					backlog = id.MaxBacklog
-				}
-				if unanswered(m.Soft[:len(m.Soft)-1], op.Slot) >= backlog {
-					return true
-				}
-			}
-			return false
+			return probeTaken(m, IWARP, id.CallNotify, id.StateListen, id.StateConnectRequest, id.StateFailed, id.StateDisconnected)
 		},
 	},
 }

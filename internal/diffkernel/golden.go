@@ -86,6 +86,9 @@ func (e Epoch) Text() string {
 		b.WriteByte(']')
 		parts = append(parts, b.String())
 	}
+	if e.Probe != "" {
+		parts = append(parts, "?probe "+strings.ReplaceAll(e.Probe, " ", "_"))
+	}
 	switch e.Skip {
 	case skipBusy:
 		parts = append(parts, "!busy")
@@ -128,6 +131,10 @@ func ParseEpoch(s string) (Epoch, error) {
 	}
 	for s != "" {
 		switch {
+		case strings.HasPrefix(s, "?probe "):
+			p, rest, _ := strings.Cut(s[len("?probe "):], " ")
+			e.Probe, s = strings.ReplaceAll(p, "_", " "), strings.TrimSpace(rest)
+			continue
 		case strings.HasPrefix(s, "!busy"):
 			e.Skip, s = skipBusy, strings.TrimSpace(s[len("!busy"):])
 			continue

@@ -20,8 +20,9 @@ var regressions = []struct {
 	kernel    string // the kernel's trace
 }{
 	{
-		// The equivalence ib-abandoned-request: the client destroyed while
-		// its request waits; the passive id's accept fails.
+		// The equivalence ib-abandoned-request: the client destroyed while its
+		// request waits; the passive id's accept fails (EINVAL on IB,
+		// ECONNRESET here).
 		name: "ib-abandoned-accept", dev: "rxe0", kernel: `
 s0 create tcp ch0 => s0[create:ok>IDLE]
 s0 bind local:1 => s0[bind:ok>ADDR_BOUND]
@@ -34,33 +35,7 @@ s1 destroy => s1[destroy:ok>DESTROYED]
 s2 accept pd=0 => s2[accept:EINVAL>CONNECT_REQUEST]
 `},
 	{
-		// rdma_disconnect of an IB UD id (here the passive one, after its
-		// accept): 0, and nothing reported. The software fabric said
-		// EINVAL.
-		name: "ud-disconnect", dev: "rxe0", kernel: `
-s0 create udp ch1 => s0/UD[create:ok>IDLE]
-s0 bind local:3 => s0/UD[bind:ok>ADDR_BOUND]
-s0 listen 0 => s0/UD[listen:ok>LISTEN]
-s1 create udp sync => s1/UD[create:ok>IDLE]
-s1 resolve_addr local:3 => s1/UD[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
-s1 resolve_route => s1/UD[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
-s1 connect pd=8 => s1/UD[connect:ok>CONNECT] s2/UD[CONNECT_REQUEST:0>CONNECT_REQUEST]
-s2 accept pd=7 => s1/UD[ESTABLISHED:0>ESTABLISHED] s2/UD[accept:ok>ESTABLISHED]
-s2 disconnect => s2/UD[disconnect:ok>ESTABLISHED]
-`},
-	{
-		name: "iwarp-accept-needs-qp", dev: "siw0", known: "iwarp-accept-needs-qp", kernel: `
-s0 create tcp ch1 => s0[create:ok>IDLE]
-s0 bind wildcard:1 => s0[bind:ok>ADDR_BOUND]
-s0 listen 1 => s0[listen:ok>LISTEN]
-s1 create tcp ch1 peer => s1[create:ok>IDLE]
-s1 resolve_addr local:1 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
-s1 resolve_route => s1[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
-s1 connect pd=0 => s1[connect:ok>CONNECT] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]
-s2 accept pd=8 => s1[REJECTED:-104>FAILED] s2[accept:EINVAL>CONNECT_REQUEST]
-`},
-	{
-		// A sync listener that never reads its requests, backlog 1.
+		// A synchronous listener that never reads its requests, backlog 1.
 		name: "ib-backlog-full-drops", dev: "rxe0", known: "ib-backlog-full-drops", kernel: `
 s0 create tcp sync => s0[create:ok>IDLE]
 s0 bind local:1 => s0[bind:ok>ADDR_BOUND]
@@ -75,31 +50,37 @@ s2 resolve_route => s2[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOL
 s2 connect pd=10 => s2[connect:ok>CONNECT]
 `},
 	{
-		name: "resolve-unroutable-fails-the-call", dev: "rxe0", known: "resolve-unroutable-fails-the-call", kernel: `
+		// No route: the call fails, the id bound (issue 16 bug 6; diff-kernel
+		// found it too).
+		name: "resolve-unroutable", dev: "rxe0", kernel: `
 s0 create tcp sync => s0[create:ok>IDLE]
-s0 resolve_addr unroutable:1 => s0[resolve_addr:ENETUNREACH>IDLE]
+s0 resolve_addr unroutable:1 => s0[bind:ok>ADDR_BOUND resolve_addr:ENETUNREACH>ADDR_BOUND]
 `},
 	{
-		name: "resolve-bound-device-on-link/src", dev: "rxe0", known: "resolve-bound-device-on-link", kernel: `
+		// An id bound by resolve_addr's source resolves through that device: a
+		// destination without a route is on its link.
+		name: "resolve-bound-device-on-link/src", dev: "rxe0", kernel: `
 s0 create tcp sync => s0[create:ok>IDLE]
 s0 resolve_addr unroutable:1 src => s0[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
 `},
 	{
-		name: "resolve-bound-device-on-link/bound", dev: "siw0", known: "resolve-bound-device-on-link", kernel: `
+		name: "resolve-bound-device-on-link/bound", dev: "siw0", kernel: `
 s0 create tcp ch0 => s0[create:ok>IDLE]
 s0 bind local:3 => s0[bind:ok>ADDR_BOUND]
 s0 resolve_addr unroutable:2 => s0[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
 `},
 	{
-		name: "ud-no-listener-unanswered", dev: "rxe0", known: "ud-no-listener-unanswered", kernel: `
+		// A SIDR request to a port nobody listens on: UNREACHABLE 1 at once.
+		name: "ud-no-listener", dev: "rxe0", kernel: `
 s0 create udp sync => s0/UD[create:ok>IDLE]
 s0 resolve_addr local:3 src => s0/UD[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
 s0 resolve_route => s0/UD[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
 s0 connect pd=6 => s0/UD[connect:ok>CONNECT UNREACHABLE:1>FAILED]
 `},
 	{
-		// Backlog 1, the first request read and not yet answered.
-		name: "listen-backlog-counts-unanswered", dev: "rxe0", known: "listen-backlog-counts-unanswered", kernel: `
+		// Backlog 1, the first request read and not yet answered: the second
+		// is reported (the backlog counts requests not yet read).
+		name: "listen-backlog-read/rxe", dev: "rxe0", kernel: `
 s0 create tcp ch0 => s0[create:ok>IDLE]
 s0 bind local:1 => s0[bind:ok>ADDR_BOUND]
 s0 listen 1 => s0[listen:ok>LISTEN]
@@ -111,6 +92,129 @@ s2 resolve_addr local:1 => s2[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RE
 s2 resolve_route => s2[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
 s2 connect pd=5 => s2[connect:ok>CONNECT] s3[CONNECT_REQUEST:0>CONNECT_REQUEST]
 s1 connect pd=6 => s1[connect:ok>CONNECT] s4[CONNECT_REQUEST:0>CONNECT_REQUEST]
+`},
+	{
+		name: "listen-backlog-read/siw", dev: "siw0", kernel: `
+s0 create tcp ch0 => s0[create:ok>IDLE]
+s0 bind local:2 => s0[bind:ok>ADDR_BOUND]
+s0 listen 1 => s0[listen:ok>LISTEN]
+s1 create tcp ch1 peer => s1[create:ok>IDLE]
+s1 resolve_addr local:2 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s1 resolve_route => s1[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s2 create tcp ch1 peer => s2[create:ok>IDLE]
+s2 resolve_addr local:2 => s2[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s2 resolve_route => s2[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s2 connect pd=5 => s2[connect:ok>CONNECT] s3[CONNECT_REQUEST:0>CONNECT_REQUEST]
+s1 connect pd=9 => s1[connect:ok>CONNECT] s4[CONNECT_REQUEST:0>CONNECT_REQUEST]
+`},
+	{
+		// rdma_disconnect of an IB UD id, passive or active: 0, nothing
+		// reported (the software fabric said EINVAL).
+		name: "ud-disconnect", dev: "rxe0", kernel: `
+s0 create udp ch1 => s0/UD[create:ok>IDLE]
+s0 bind local:3 => s0/UD[bind:ok>ADDR_BOUND]
+s0 listen 0 => s0/UD[listen:ok>LISTEN]
+s1 create udp sync => s1/UD[create:ok>IDLE]
+s1 resolve_addr local:3 => s1/UD[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s1 resolve_route => s1/UD[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s1 connect pd=8 => s1/UD[connect:ok>CONNECT] s2/UD[CONNECT_REQUEST:0>CONNECT_REQUEST]
+s2 accept pd=7 => s1/UD[ESTABLISHED:0>ESTABLISHED] s2/UD[accept:ok>ESTABLISHED]
+s2 disconnect => s2/UD[disconnect:ok>ESTABLISHED]
+s1 disconnect => s1/UD[disconnect:ok>ESTABLISHED]
+`},
+	{
+		// A disconnect of a request not yet answered, then of a connection, then
+		// of a disconnected id; IB's DISCONNECTED comes with the DREP.
+		name: "disconnect-unanswered-request/rxe", dev: "rxe0", kernel: `
+s0 create tcp ch0 => s0[create:ok>IDLE]
+s0 bind local:1 => s0[bind:ok>ADDR_BOUND]
+s0 listen 0 => s0[listen:ok>LISTEN]
+s1 create tcp ch1 => s1[create:ok>IDLE]
+s1 resolve_addr local:1 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s1 resolve_route => s1[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s1 connect pd=0 => s1[connect:ok>CONNECT] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]
+s2 disconnect => s2[disconnect:ok>CONNECT_REQUEST]
+s2 accept pd=0 => s1[CONNECT_RESPONSE:0>CONNECT_RESPONSE establish(auto):ok>ESTABLISHED] s2[accept:ok>ACCEPT ESTABLISHED:0>ESTABLISHED]
+s2 disconnect => s1[DISCONNECTED:0>DISCONNECTED] s2[disconnect:ok>ESTABLISHED]
+s1 disconnect => s1[disconnect:ok>DISCONNECTED] s2[DISCONNECTED:0>DISCONNECTED]
+`},
+	{
+		// The same on iWARP, with a reject, and disconnects of the FAILED ids.
+		name: "disconnect-unanswered-request/siw", dev: "siw0", kernel: `
+s0 create tcp ch0 => s0[create:ok>IDLE]
+s0 bind local:1 => s0[bind:ok>ADDR_BOUND]
+s0 listen 0 => s0[listen:ok>LISTEN]
+s1 create tcp ch1 peer => s1[create:ok>IDLE]
+s1 resolve_addr local:1 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s1 resolve_route => s1[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s1 connect pd=0 => s1[connect:ok>CONNECT] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]
+s2 disconnect => s2[disconnect:ok>CONNECT_REQUEST]
+s2 reject pd=0 => s1[REJECTED:-104>FAILED] s2[reject:ok>FAILED]
+s2 disconnect => s2[disconnect:ok>FAILED]
+s1 disconnect => s1[disconnect:ok>FAILED]
+`},
+	{
+		name: "disconnect-failed", dev: "rxe0", kernel: `
+s0 create tcp ch0 => s0[create:ok>IDLE]
+s0 bind local:1 => s0[bind:ok>ADDR_BOUND]
+s0 listen 0 => s0[listen:ok>LISTEN]
+s1 create tcp ch1 => s1[create:ok>IDLE]
+s1 resolve_addr local:1 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s1 resolve_route => s1[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s1 connect pd=0 => s1[connect:ok>CONNECT] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]
+s2 reject pd=0 => s1[REJECTED:28>FAILED] s2[reject:ok>FAILED]
+s2 disconnect => s2[disconnect:ok>FAILED]
+s1 disconnect => s1[disconnect:ok>FAILED]
+`},
+	{
+		// The peer destroyed while its request waits: reject is ECONNRESET (the
+		// software fabric said 0).
+		name: "reject-abandoned", dev: "siw0", kernel: `
+s0 create tcp ch0 => s0[create:ok>IDLE]
+s0 bind local:3 => s0[bind:ok>ADDR_BOUND]
+s0 listen -1 => s0[listen:ok>LISTEN]
+s1 create tcp ch0 peer => s1[create:ok>IDLE]
+s1 resolve_addr local:3 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s1 resolve_route => s1[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s1 connect pd=7 => s1[connect:ok>CONNECT] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]
+s1 destroy => s1[destroy:ok>DESTROYED]
+s2 reject pd=8 => s2[reject:ECONNRESET>CONNECT_REQUEST]
+`},
+	{
+		// rdma_notify on established ids: EISCONN on IB, 0 on iWARP (the
+		// equivalence ib-notify).
+		name: "ib-notify", dev: "rxe0", kernel: `
+s0 create tcp ch0 => s0[create:ok>IDLE]
+s0 bind local:1 => s0[bind:ok>ADDR_BOUND]
+s0 listen 0 => s0[listen:ok>LISTEN]
+s1 create tcp ch0 => s1[create:ok>IDLE]
+s1 resolve_addr local:1 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s1 resolve_route => s1[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s1 connect pd=0 => s1[connect:ok>CONNECT] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]
+s2 accept pd=0 => s1[CONNECT_RESPONSE:0>CONNECT_RESPONSE establish(auto):ok>ESTABLISHED] s2[accept:ok>ACCEPT ESTABLISHED:0>ESTABLISHED]
+s1 notify => s1[notify:EISCONN>ESTABLISHED]
+s2 notify => s2[notify:EISCONN>ESTABLISHED]
+`},
+	{
+		name: "iwarp-accept-needs-qp", dev: "siw0", known: "iwarp-accept-needs-qp", kernel: `
+s0 create tcp ch1 => s0[create:ok>IDLE]
+s0 bind wildcard:1 => s0[bind:ok>ADDR_BOUND]
+s0 listen 1 => s0[listen:ok>LISTEN]
+s1 create tcp ch1 peer => s1[create:ok>IDLE]
+s1 resolve_addr local:1 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s1 resolve_route => s1[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s1 connect pd=0 => s1[connect:ok>CONNECT] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]
+s2 accept pd=8 => s1[REJECTED:-104>FAILED] s2[accept:EINVAL>CONNECT_REQUEST]
+`},
+	{
+		// Connect to a destination resolved on the bound device's link that no
+		// route leads to.
+		name: "connect-no-route", dev: "rxe0", known: "connect-no-route-unreachable", kernel: `
+s0 create tcp ch0 => s0[create:ok>IDLE]
+s0 bind local:1 => s0[bind:ok>ADDR_BOUND]
+s0 resolve_addr unroutable:1 => s0[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s0 resolve_route => s0[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s0 connect pd=0 => s0[connect:ok>CONNECT]
 `},
 }
 

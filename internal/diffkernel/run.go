@@ -27,6 +27,9 @@ type Config struct {
 	// (default 3s); Quiet is how long both sides must have recorded
 	// nothing before it ends (default 25ms).
 	Settle, Quiet time.Duration
+	// KeepGoing runs a sequence to its end whatever diverges (Result.Div
+	// is the first divergence): for the probe table.
+	KeepGoing bool
 }
 
 // Runner runs sequences on the software fabric and the kernel side by
@@ -63,6 +66,10 @@ type Result struct {
 	Reordered int
 	// Took is how long the sequence ran.
 	Took time.Duration
+	// Probe is the outcome of the sequence's probe ("" if it made none),
+	// and ProbeTaken whether the kernel took the call the model refuses.
+	Probe      string
+	ProbeTaken bool
 }
 
 // flavour returns the flavour of the kernel on the device.
@@ -90,6 +97,7 @@ type party interface {
 	mark() int
 	epoch(mark int, sk skip) (Epoch, time.Time)
 	waiting() bool
+	probed() (string, bool, id.State)
 	teardown() []string
 	records() []id.Record
 }
@@ -131,9 +139,10 @@ func (r *recorded) epoch(n int, _ skip) (Epoch, time.Time) {
 	}
 	return Epoch{Slots: map[int]Items{}}, time.Time{}
 }
-func (r *recorded) waiting() bool        { return false }
-func (r *recorded) teardown() []string   { return nil }
-func (r *recorded) records() []id.Record { return nil }
+func (r *recorded) waiting() bool                    { return false }
+func (r *recorded) probed() (string, bool, id.State) { return "", false, 0 }
+func (r *recorded) teardown() []string               { return nil }
+func (r *recorded) records() []id.Record             { return nil }
 
 // Run runs sequence number n on both fabrics and compares them.
 func (r *Runner) Run(n int, seq callseq.Seq) (*Result, error) {
@@ -150,6 +159,7 @@ func (r *Runner) Run(n int, seq callseq.Seq) (*Result, error) {
 		soft.teardown()
 		return nil, err
 	}
+	kern.probes = true
 	return r.run(n, seq, soft, kern), nil
 }
 
@@ -178,6 +188,20 @@ func (r *Runner) run(n int, seq callseq.Seq, soft, kern party) *Result {
 		go func() { defer wg.Done(); skb = kern.do(op) }()
 		ska = soft.do(op)
 		wg.Wait()
+		if op.Probe {
+			// The model refused the call; did the kernel take it? The
+			// probe ends the comparison: the library no longer knows the
+			// id's state.
+			var st id.State
+			res.Probe, res.ProbeTaken, st = kern.probed()
+			if res.ProbeTaken && res.Div == nil {
+				res.Div = &Divergence{Epoch: k, Op: op, Slot: op.Slot, What: "probe", ProbeState: st,
+					Detail: "the kernel takes " + res.Probe + "; the model (id.CallAllowed) refuses it"}
+			}
+			res.Soft.Epochs = append(res.Soft.Epochs, Epoch{Slots: map[int]Items{}})
+			res.Kernel.Epochs = append(res.Kernel.Epochs, Epoch{Slots: map[int]Items{}, Probe: res.Probe})
+			break
+		}
 		began := time.Now()
 		var ea, eb Epoch
 		var div *Divergence
@@ -210,9 +234,14 @@ func (r *Runner) run(n int, seq callseq.Seq, soft, kern party) *Result {
 		}
 		res.Soft.Epochs = append(res.Soft.Epochs, ea)
 		res.Kernel.Epochs = append(res.Kernel.Epochs, eb)
-		if div != nil {
+		if div != nil && res.Div == nil {
 			res.Div = div
-			break
+		}
+		if div != nil {
+			if !r.cfg.KeepGoing {
+				break
+			}
+			cmp = next0(cmp, k, op, ea, eb)
 		}
 	}
 	res.Used, res.Reordered = cmp.used, cmp.reordered
@@ -230,6 +259,12 @@ func (r *Runner) run(n int, seq callseq.Seq, soft, kern party) *Result {
 	}
 	res.Took = time.Since(start)
 	return res
+}
+
+// next0 is the comparer after an epoch whatever diverged in it.
+func next0(c *comparer, k int, op callseq.Op, a, b Epoch) *comparer {
+	n, _ := c.compare(k, op, a, b)
+	return n
 }
 
 // answered reports whether an epoch that must hold an event when its

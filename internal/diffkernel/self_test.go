@@ -8,10 +8,11 @@ import (
 	"github.com/cmrt/cmrt/internal/callseq"
 )
 
-// TestSoftAgainstItself runs generated sequences with the software fabric
-// on both sides: the comparison must find nothing (a divergence here is
-// the driver's or the comparison's fault, or nondeterminism in the
-// fabric), and each side's journal must satisfy the model.
+// TestSoftAgainstItself runs generated sequences (without their probes)
+// with the software fabric on both sides: the comparison must find nothing
+// (a divergence here is the driver's or the comparison's fault, or
+// nondeterminism in the fabric), and each side's journal must satisfy the
+// model.
 func TestSoftAgainstItself(t *testing.T) {
 	if !inVMNetns(t, "TestSoftAgainstItself") {
 		return
@@ -28,6 +29,11 @@ func TestSoftAgainstItself(t *testing.T) {
 		for k := 0; k < n; k++ {
 			for _, mode := range []callseq.Mode{callseq.ModeIWARP, callseq.ModeIB} {
 				seq := callseq.Generate(callseq.NewRand(1, uint64(k)), callseq.Config{Mode: mode})
+				if n := len(seq); n > 0 && seq[n-1].Probe {
+					// A probe asks the fabric past the library's checks:
+					// the software fabric relies on them.
+					seq = seq[:n-1]
+				}
 				res, err := r.Run(k, seq)
 				if err != nil {
 					t.Fatal(err)

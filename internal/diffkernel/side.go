@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -88,6 +89,12 @@ type side struct {
 	byHandle map[uint64]int
 	auto     map[uint64]int // Establish calls the driver is making, by id
 	notes    []string       // what the driver saw that is not in the journal
+
+	// probes says whether the side makes probes (callseq.Op.Probe): the
+	// kernel's only; the software fabric relies on the library's checks.
+	probes     bool
+	probe      string   // the last probe's outcome, "" if none was made
+	probeState id.State // the state the probed id was in
 }
 
 func newSide(name string, fl Flavour, fab, peerFab id.Fabric, e env, tm timing, qpn *atomic.Uint32) (*side, error) {
@@ -286,7 +293,7 @@ func (s *side) expects(op callseq.Op, before id.State) bool {
 	case id.CallReject, id.CallJoin:
 		return true
 	case id.CallDisconnect:
-		return before == id.StateEstablished || before == id.StateAccept
+		return sl.cm.QPType() == id.RC && (before == id.StateEstablished || before == id.StateAccept)
 	}
 	return false
 }
@@ -315,6 +322,9 @@ const (
 // a call that blocks (synchronous ids), once its record is in the journal
 // (the call goes on in the background).
 func (s *side) do(op callseq.Op) skip {
+	if op.Probe {
+		return s.doProbe(op)
+	}
 	if op.Call == id.CallCreate {
 		s.create(op)
 		return ""
@@ -335,6 +345,14 @@ func (s *side) do(op callseq.Op) skip {
 	}
 	cm := sl.cm
 	st, qp := cm.State(), cm.QPType()
+	if op.Call == id.CallDestroy {
+		// Destroy waits for the id's events to be acknowledged: a
+		// synchronous listener's, for the CONNECT_REQUEST its new id holds
+		// until that id's next call, as librdmacm. It goes on in the
+		// background; teardown tells a destroy that never returns.
+		s.background(sl, op)
+		return ""
+	}
 	if cm.Synchronous() && callseq.Blocks(op.Call, st, qp) {
 		if _, ok := id.CallAllowed(st, op.Call, qp); ok && op.Call != id.CallDestroy {
 			s.background(sl, op)
@@ -473,11 +491,83 @@ func (s *side) call(sl *slot, op callseq.Op) {
 			s.addSlot(child, sl.peer)
 		}
 	case id.CallDestroy:
-		err = s.destroy(cm)
+		err = cm.Destroy()
 	}
 	if err != nil && errors.Is(err, id.ErrCanceled) {
 		s.note("%s: canceled", op)
 	}
+}
+
+// doProbe makes a probe: the call on the kernel's endpoint directly, when
+// the model refuses it in the id's state. It records the outcome as
+// "<call> in <state> (<QP type>): <errno or ok>".
+func (s *side) doProbe(op callseq.Op) skip {
+	if !s.probes {
+		return ""
+	}
+	sl := s.slot(op.Slot)
+	if sl == nil || sl.peer || sl.cm.State() == id.StateDestroyed {
+		return ""
+	}
+	cm := sl.cm
+	st, qp := cm.State(), cm.QPType()
+	if _, ok := id.CallAllowed(st, op.Call, qp); ok || st == id.StateCanceled {
+		return ""
+	}
+	ep := cm.Endpoint()
+	if ep == nil {
+		return ""
+	}
+	var err error
+	switch op.Call {
+	case id.CallBind:
+		err = ep.Bind(s.env.addrPort(op.Addr, op.Port))
+	case id.CallResolveAddr:
+		err = ep.ResolveAddr(netip.AddrPort{}, s.env.addrPort(op.Addr, op.Port), s.tm.resolve)
+	case id.CallResolveRoute:
+		err = ep.ResolveRoute(s.tm.resolve)
+	case id.CallListen:
+		err = ep.Listen(id.MaxBacklog)
+	case id.CallConnect:
+		err = ep.Connect(s.connParam(0, false))
+	case id.CallAccept:
+		err = ep.Accept(cm.Handle(), s.connParam(0, true))
+	case id.CallReject:
+		err = ep.Reject(nil)
+	case id.CallEstablish:
+		err = ep.Establish()
+	case id.CallDisconnect:
+		err = ep.Disconnect()
+	case id.CallNotify:
+		err = ep.Notify(id.AsyncCommEst)
+	case id.CallJoin:
+		// A uid no id has: the join's events are dropped.
+		err = ep.Join(1<<62|uint64(op.Group), s.env.groups[op.Group], false)
+	default:
+		return ""
+	}
+	res := "ok"
+	if err != nil {
+		var e syscall.Errno
+		if errors.As(err, &e) {
+			res = errnoName(int32(e))
+		} else {
+			res = err.Error()
+		}
+	}
+	s.mu.Lock()
+	s.probe = fmt.Sprintf("%s in %s (%s): %s", op.Call, st, qp, res)
+	s.probeState = st
+	s.mu.Unlock()
+	return ""
+}
+
+// probed returns the last probe's outcome, whether the kernel took the
+// call, and the state the id was in.
+func (s *side) probed() (string, bool, id.State) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.probe, strings.HasSuffix(s.probe, ": ok"), s.probeState
 }
 
 // connParam is what connect and accept announce: a QP number of their
@@ -550,16 +640,30 @@ func (s *side) teardown() []string {
 	slots := append([]*slot(nil), s.slots...)
 	s.mu.Unlock()
 	for k := len(slots) - 1; k >= 0; k-- {
-		if cm := slots[k].cm; cm.State() != id.StateDestroyed {
+		if cm := slots[k].cm; cm.State() != id.StateDestroyed && slots[k].busy == nil {
 			_ = s.destroy(cm)
+		} else if cm.State() != id.StateDestroyed {
+			// A blocking call runs: destroy it in the background too.
+			sl := slots[k]
+			prev := sl.busy
+			done := make(chan struct{})
+			sl.busy = done
+			s.wg.Add(1)
+			go func() {
+				defer s.wg.Done()
+				defer close(done)
+				_ = cm.Destroy()
+				<-prev
+			}()
 		}
 	}
+	deadline := time.Now().Add(s.tm.destroy)
 	for _, sl := range slots {
 		if b := sl.busy; b != nil {
 			select {
 			case <-b:
-			case <-time.After(s.tm.destroy):
-				s.note("a blocking call on id %d did not return after its destroy", sl.cm.Handle())
+			case <-time.After(time.Until(deadline)):
+				s.note("a call on id %d (%s) did not return once every id was destroyed", sl.cm.Handle(), sl.cm.State())
 			}
 		}
 	}

@@ -109,6 +109,8 @@ type Epoch struct {
 	Unmapped int
 	// Skip says why the operation was not made, if it was not.
 	Skip skip
+	// Probe is the outcome of a probe (callseq.Op.Probe) on this side.
+	Probe string
 }
 
 func epochOf(recs []rec, slots []int, sk skip) Epoch {

@@ -12,7 +12,7 @@
 // builds it statically and runs it in the VM (scripts/diff-kernel.sh).
 //
 //	diffkernel [-n N] [-seed S] [-dev siw0,rxe0] [-workers W] [-ops OPS] [-shrink RUNS] [-v]
-//	diffkernel -dev rxe0 -seq FILE     (run one sequence, print both traces)
+//	diffkernel -dev rxe0 -seq FILE     (run the sequences in FILE, separated by "---" lines, and print both traces)
 package main
 
 import (
@@ -39,8 +39,9 @@ var (
 	ops      = flag.Int("ops", 14, "operations per sequence")
 	shrinkN  = flag.Int("shrink", 40, "runs spent shrinking each kind of undocumented divergence (0: none)")
 	shrinkK  = flag.Int("shrinkdoc", 0, "runs spent shrinking the first of each documented divergence (0: printed as found)")
-	seqFile  = flag.String("seq", "", "run the sequence in this file (callseq text) once and print both traces")
+	seqFile  = flag.String("seq", "", "run the sequences in this file (callseq text, separated by \"---\" lines) once each and print both traces")
 	verbose  = flag.Bool("v", false, "print every sequence and its traces")
+	probes   = flag.Bool("probes", false, "print the probe table: in each of a set of states, every call the model refuses, made on the kernel past the library's check")
 )
 
 func main() {
@@ -60,6 +61,12 @@ func main() {
 	}
 	if *seqFile != "" {
 		os.Exit(runOne(runners[0], devs[0]))
+	}
+	if *probes {
+		for k, d := range devs {
+			probeTable(d, diffkernel.NewRunner(diffkernel.Config{Device: d, Soft: softFabric(d), Kernel: kernel.Default(), KeepGoing: true}), k)
+		}
+		return
 	}
 	seed := *seedFlag
 	if seed == 0 {
@@ -84,21 +91,24 @@ func runOne(r *diffkernel.Runner, d diffkernel.Device) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	seq, err := callseq.Parse(string(text))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
+	rc := 0
+	for k, part := range strings.Split(string(text), "\n---\n") {
+		seq, err := callseq.Parse(part)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		res, err := r.Run(k, seq)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		printResult(d, res)
+		if res.Div != nil && res.Div.Known == nil {
+			rc = 1
+		}
 	}
-	res, err := r.Run(0, seq)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	printResult(d, res)
-	if res.Div != nil && res.Div.Known == nil {
-		return 1
-	}
-	return 0
+	return rc
 }
 
 func printResult(d diffkernel.Device, res *diffkernel.Result) {
@@ -120,6 +130,59 @@ func indent(s string) string {
 	return b.String()
 }
 
+// probeTable probes, in every state of diffkernel.ProbeStates for d's
+// mode, each call the model refuses, and prints what the kernel answered:
+// "probe <device> | <state> | <call> | <answer>".
+func probeTable(d diffkernel.Device, r *diffkernel.Runner, k int) {
+	n := k * 10000
+	for _, ps := range diffkernel.ProbeStates() {
+		if ps.Mode >= 0 && ps.Mode != int(d.Mode) {
+			continue
+		}
+		for _, seq := range diffkernel.ProbeSeqs(ps) {
+			n++
+			res, err := r.Run(n, seq)
+			op := seq[len(seq)-1]
+			switch {
+			case err != nil:
+				fmt.Printf("probe %s | %s | %s | error: %v\n", d.Name, ps.Name, op.Call, err)
+			case res.Probe == "":
+				if _, ok := id.CallAllowed(stateOf(res), op.Call, qpOf(res)); !ok && *verbose {
+					fmt.Printf("probe %s | %s | %s | not made (id in %s)\n", d.Name, ps.Name, op.Call, stateOf(res))
+				}
+			default:
+				fmt.Printf("probe %s | %s | %s | %s\n", d.Name, ps.Name, op.Call, res.Probe)
+			}
+			if *verbose && res != nil && res.Div != nil {
+				fmt.Printf("    (the sequence diverged first: %s)\n", res.Div)
+			}
+		}
+	}
+}
+
+// stateOf and qpOf return the probed id's state and QP type as the
+// kernel side's trace last left them.
+func stateOf(res *diffkernel.Result) id.State {
+	slot := res.Seq[len(res.Seq)-1].Slot
+	st := id.StateIdle
+	for _, e := range res.Kernel.Epochs {
+		if is := e.Slots[slot]; len(is) > 0 {
+			st = is[len(is)-1].State
+		}
+	}
+	return st
+}
+
+func qpOf(res *diffkernel.Result) id.QPType {
+	slot := res.Seq[len(res.Seq)-1].Slot
+	for _, e := range res.Kernel.Epochs {
+		if is := e.Slots[slot]; len(is) > 0 {
+			return is[0].QP
+		}
+	}
+	return id.RC
+}
+
 // tally is what the run found on one device.
 type tally struct {
 	seqs, divs, known int
@@ -128,6 +191,7 @@ type tally struct {
 	byKey             map[string]int
 	knownBy           map[string]int
 	took              time.Duration
+	probes, taken     int
 }
 
 func runMany(seed uint64, devs []diffkernel.Device, runners []*diffkernel.Runner) int {
@@ -167,6 +231,12 @@ func runMany(seed uint64, devs []diffkernel.Device, runners []*diffkernel.Runner
 				t.seqs++
 				t.took += res.Took
 				t.reordered += res.Reordered
+				if res.Probe != "" {
+					t.probes++
+					if res.ProbeTaken {
+						t.taken++
+					}
+				}
 				for k, v := range res.Used {
 					t.used[k] += v
 				}
@@ -199,9 +269,10 @@ func runMany(seed uint64, devs []diffkernel.Device, runners []*diffkernel.Runner
 	for k, d := range devs {
 		t := tallies[k]
 		seqs, divs, known = seqs+t.seqs, divs+t.divs, known+t.known
-		fmt.Printf("%s: %d sequences, %d divergences (%d kinds), %d documented %s, %d reordered as the model allows; equivalences applied: %s; mean %v a sequence\n",
+		fmt.Printf("%s: %d sequences, %d divergences (%d kinds), %d documented %s, %d reordered as the model allows; "+
+			"equivalences applied: %s; %d probes of calls the model refuses, %d taken by the kernel; mean %v a sequence\n",
 			d.Name, t.seqs, t.divs, len(t.byKey), t.known, counts(t.knownBy), t.reordered, counts(t.used),
-			(t.took / time.Duration(max(t.seqs, 1))).Round(time.Millisecond))
+			t.probes, t.taken, (t.took / time.Duration(max(t.seqs, 1))).Round(time.Millisecond))
 	}
 	fmt.Printf("diff-kernel: seed %d, %v\n", seed, time.Since(start).Round(time.Second))
 	fmt.Printf("diff-kernel: %d sequences, %d divergences, %d documented\n", seqs, divs, known)
@@ -255,9 +326,6 @@ func report(d diffkernel.Device, r *diffkernel.Runner, res *diffkernel.Result, m
 	what := "divergence"
 	if k := res.Div.Known; k != nil {
 		what = "documented divergence " + k.Name
-		if k.Pending != "" {
-			what += " (pending: " + k.Pending + ")"
-		}
 	}
 	fmt.Printf("=== %s on %s in sequence %d: %s\n", what, d.Name, res.N, res.Div)
 	fmt.Printf("minimal sequence (%d of %d operations; run it with -dev %s -seq FILE):\n%s",
