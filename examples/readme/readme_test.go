@@ -131,7 +131,7 @@ func TestShellBlocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	goRun := regexp.MustCompile(`^go run (\./\S+)`)
-	makeT := regexp.MustCompile(`^make (\w+)`)
+	makeT := regexp.MustCompile(`^make ([\w-]+)`)
 	checked := 0
 	for _, b := range readmeBlocks(t) {
 		if b.lang != "sh" {
@@ -146,7 +146,7 @@ func TestShellBlocks(t *testing.T) {
 			}
 			if m := makeT.FindStringSubmatch(l); m != nil {
 				checked++
-				if !regexp.MustCompile(`(?m)^` + m[1] + `:`).Match(mk) {
+				if !regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(m[1]) + `:`).Match(mk) {
 					t.Errorf("README.md:%d: %q: no target %s in the Makefile", b.line, l, m[1])
 				}
 			}
