@@ -39,9 +39,10 @@ if [ -n "${DIFF_SEQ:-}" ]; then
 elif [ -n "${DIFF_PROBES:-}" ]; then
 	args="-dev $devs -probes ${DIFF_ARGS:-}"
 fi
-# A second a sequence is generous under TCG with two at once; shrinking
+# Three seconds a sequence is generous under TCG with two at once on a
+# loaded machine (a second is usual); shrinking
 # and the VM's boot get their own allowance.
-timeout=${VM_TIMEOUT:-$(( 300 + n * 2 ))}
+timeout=${VM_TIMEOUT:-$(( 300 + n * 3 ))}
 set +e
 "$run" -t "$timeout" -d "$tmp" "diffkernel $args" > "$tmp/out.log" 2>&1
 rc=$?
