@@ -28,6 +28,7 @@ const (
 	IB
 )
 
+// String returns "IB" or "iWARP".
 func (f Flavour) String() string {
 	if f == IB {
 		return "IB"
