@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/callseq"
 )
 
@@ -128,7 +129,7 @@ func (c *comparer) compare1(k int, op callseq.Op, soft, kern Epoch) (*comparer, 
 					delete(n.deferred, s)
 				}
 			} else if i := indexEvent(a, id.EventDisconnected); i >= 0 && indexEvent(b, id.EventDisconnected) < 0 &&
-				hasCall(b, id.CallDisconnect, 0) && id.EventAllowed(n.kern[s], id.EventDisconnected, n.qp[s]) {
+				hasCall(b, journal.CallDisconnect, 0) && journal.EventAllowed(n.kern[s], id.EventDisconnected, n.qp[s]) {
 				a = slices.Delete(slices.Clone(a), i, i+1)
 				n.deferred[s] = true
 				n.used[eqDisconnectDREP.Name]++
@@ -145,7 +146,7 @@ func (c *comparer) compare1(k int, op callseq.Op, soft, kern Epoch) (*comparer, 
 	}
 	for _, s := range slotsOf(soft, kern) {
 		sa, sb := n.soft[s], n.kern[s]
-		if sa == sb || (n.deferred[s] && sa == id.StateDisconnected && id.AfterEvent(sb, id.EventDisconnected, n.qp[s]) == sa) {
+		if sa == sb || (n.deferred[s] && sa == id.StateDisconnected && journal.AfterEvent(sb, id.EventDisconnected, n.qp[s]) == sa) {
 			continue
 		}
 		b, _ := normalize(c.fl, kern.Slots[s], soft.Slots[s])
@@ -157,7 +158,7 @@ func (c *comparer) compare1(k int, op callseq.Op, soft, kern Epoch) (*comparer, 
 
 func indexEvent(is Items, t id.EventType) int {
 	for k, it := range is {
-		if it.Kind == id.KindEvent && it.Event == t {
+		if it.Kind == journal.KindEvent && it.Event == t {
 			return k
 		}
 	}
@@ -186,24 +187,24 @@ func sortedItems(is Items) Items {
 // call allowed.
 func legal(st id.State, is Items, qp id.QPType) bool {
 	for _, it := range is {
-		r := id.Record{Kind: it.Kind, Call: it.Call, Event: it.Event, Status: it.Status, QPType: qp}
+		r := journal.Record{Kind: it.Kind, Call: it.Call, Event: it.Event, Status: it.Status, QPType: qp}
 		switch it.Kind {
-		case id.KindEvent:
+		case journal.KindEvent:
 			if it.Event == id.EventConnectRequest {
 				break // the new id's first record, or a listener's
 			}
-			if !id.EventAllowed(st, it.Event, qp) {
+			if !journal.EventAllowed(st, it.Event, qp) {
 				return false
 			}
-		case id.KindCall:
-			if it.Status == 0 && it.Call != id.CallCreate && it.Call != id.CallGetRequest {
-				if _, ok := id.CallAllowed(st, it.Call, qp); !ok {
+		case journal.KindCall:
+			if it.Status == 0 && it.Call != journal.CallCreate && it.Call != journal.CallGetRequest {
+				if _, ok := journal.CallAllowed(st, it.Call, qp); !ok {
 					return false
 				}
 			}
 		}
-		st = id.Apply(st, &r)
-		if it.Kind == id.KindEvent && it.Event == id.EventConnectRequest {
+		st = journal.Apply(st, &r)
+		if it.Kind == journal.KindEvent && it.Event == id.EventConnectRequest {
 			st = it.State
 		}
 	}

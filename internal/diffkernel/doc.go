@@ -7,8 +7,8 @@
 // their errnos, its events with their statuses, and its state.
 //
 // What may differ for no reason is left out: handles, channel numbers,
-// times, and the order of two events the model (id.EventAllowed,
-// id.CallAllowed) allows both ways. What differs by transport is mapped by
+// times, and the order of two events the model (journal.EventAllowed,
+// journal.CallAllowed) allows both ways. What differs by transport is mapped by
 // an equivalence table (Equivalences): the kernel on an IB or RoCE device
 // reports IB's reject reasons, CONNECT_RESPONSE for ids without a QP,
 // TIMEWAIT_EXIT, and the disconnecting side's DISCONNECTED only with the
@@ -20,7 +20,7 @@
 // them.
 //
 // A sequence may end with a probe (callseq.Op.Probe): a call the model
-// refuses, made on the kernel's endpoint directly, to check id.CallAllowed
+// refuses, made on the kernel's endpoint directly, to check journal.CallAllowed
 // against the kernel's own state checks.
 //
 // The test VM (/work/shared/vm) has the devices (Devices): siw0 on dummy1

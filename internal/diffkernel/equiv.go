@@ -4,6 +4,7 @@ import (
 	"syscall"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/callseq"
 )
 
@@ -68,26 +69,26 @@ func normalize(fl Flavour, is, soft Items) (Items, []*Equivalence) {
 	for k := 0; k < len(is); k++ {
 		it := is[k]
 		switch {
-		case it.Kind == id.KindEvent && it.Event == id.EventTimewaitExit:
+		case it.Kind == journal.KindEvent && it.Event == id.EventTimewaitExit:
 			used = append(used, &eqTimewait)
 			continue
-		case it.Kind == id.KindEvent && it.Event == id.EventRejected && it.Status == 28:
+		case it.Kind == journal.KindEvent && it.Event == id.EventRejected && it.Status == 28:
 			it.Status = -int32(syscall.ECONNRESET)
 			used = append(used, &eqRejectReason)
-		case it.Kind == id.KindEvent && it.Event == id.EventRejected && it.Status == 8:
+		case it.Kind == journal.KindEvent && it.Event == id.EventRejected && it.Status == 8:
 			it.Status = -int32(syscall.ECONNREFUSED)
 			used = append(used, &eqNoListener)
-		case it.Kind == id.KindEvent && it.Event == id.EventConnectResponse && it.Status == 0 &&
-			k+1 < len(is) && is[k+1].Kind == id.KindCall && is[k+1].Auto && is[k+1].Status == 0:
+		case it.Kind == journal.KindEvent && it.Event == id.EventConnectResponse && it.Status == 0 &&
+			k+1 < len(is) && is[k+1].Kind == journal.KindCall && is[k+1].Auto && is[k+1].Status == 0:
 			it.Event, it.State = id.EventEstablished, is[k+1].State
 			k++ // the driver's establish
 			used = append(used, &eqConnectResponse)
-		case it.Kind == id.KindCall && (it.Call == id.CallAccept || it.Call == id.CallReject) &&
+		case it.Kind == journal.KindCall && (it.Call == journal.CallAccept || it.Call == journal.CallReject) &&
 			it.Status == int32(syscall.EINVAL) && hasCall(soft, it.Call, syscall.ECONNRESET):
 			it.Status = int32(syscall.ECONNRESET)
 			used = append(used, &eqAbandoned)
-		case it.Kind == id.KindCall && it.Call == id.CallNotify &&
-			(it.Status == int32(syscall.EINVAL) || it.Status == int32(syscall.EISCONN)) && hasCall(soft, id.CallNotify, 0):
+		case it.Kind == journal.KindCall && it.Call == journal.CallNotify &&
+			(it.Status == int32(syscall.EINVAL) || it.Status == int32(syscall.EISCONN)) && hasCall(soft, journal.CallNotify, 0):
 			it.Status = 0
 			used = append(used, &eqNotify)
 		}
@@ -122,10 +123,10 @@ type Match struct {
 
 // call returns the status of the last call c in items, and whether there
 // is one.
-func call(is Items, c id.Call) (int32, bool) {
+func call(is Items, c journal.Call) (int32, bool) {
 	st, ok := int32(0), false
 	for _, it := range is {
-		if it.Kind == id.KindCall && it.Call == c {
+		if it.Kind == journal.KindCall && it.Call == c {
 			st, ok = it.Status, true
 		}
 	}
@@ -133,9 +134,9 @@ func call(is Items, c id.Call) (int32, bool) {
 }
 
 // hasCall reports whether items hold call c with errno e (0: success).
-func hasCall(is Items, c id.Call, e syscall.Errno) bool {
+func hasCall(is Items, c journal.Call, e syscall.Errno) bool {
 	for _, it := range is {
-		if it.Kind == id.KindCall && it.Call == c && it.Status == int32(e) {
+		if it.Kind == journal.KindCall && it.Call == c && it.Status == int32(e) {
 			return true
 		}
 	}
@@ -145,7 +146,7 @@ func hasCall(is Items, c id.Call, e syscall.Errno) bool {
 // event returns the first event t in items, and whether there is one.
 func event(is Items, t id.EventType) (Item, bool) {
 	for _, it := range is {
-		if it.Kind == id.KindEvent && it.Event == t {
+		if it.Kind == journal.KindEvent && it.Event == t {
 			return it, true
 		}
 	}
@@ -172,7 +173,7 @@ func opFails(d *Divergence, e syscall.Errno) bool {
 
 // probeTaken reports whether the divergence is a probe of call c the
 // kernel of flavour fl took in one of states.
-func probeTaken(m *Match, fl Flavour, c id.Call, states ...id.State) bool {
+func probeTaken(m *Match, fl Flavour, c journal.Call, states ...id.State) bool {
 	d := m.Div
 	if m.Flavour != fl || d.What != "probe" || d.Op.Call != c {
 		return false
@@ -192,7 +193,7 @@ var Documented = []*Known{
 		Why: "an iWARP CM connects a QP: without one (the kernel fabric has none) iw_cm_connect " +
 			"finds no QP for the number given and the kernel answers EINVAL; the software fabric connects ids without a QP",
 		Match: func(m *Match) bool {
-			return m.Flavour == IWARP && m.Div.Op.Call == id.CallConnect && opFails(m.Div, syscall.EINVAL)
+			return m.Flavour == IWARP && m.Div.Op.Call == journal.CallConnect && opFails(m.Div, syscall.EINVAL)
 		},
 	},
 	{
@@ -200,7 +201,7 @@ var Documented = []*Known{
 		Why: "an iWARP CM accepts onto a QP: without one iw_cm_accept finds none, the kernel answers EINVAL " +
 			"and rejects the request (the peer gets REJECTED -ECONNRESET); the software fabric accepts ids without a QP",
 		Match: func(m *Match) bool {
-			return m.Flavour == IWARP && m.Div.Op.Call == id.CallAccept && opFails(m.Div, syscall.EINVAL)
+			return m.Flavour == IWARP && m.Div.Op.Call == journal.CallAccept && opFails(m.Div, syscall.EINVAL)
 		},
 	},
 	{
@@ -211,8 +212,8 @@ var Documented = []*Known{
 		Match: func(m *Match) bool {
 			d := m.Div
 			ev, ok := event(d.SoftEpoch.Slots[d.Op.Slot], id.EventRejected)
-			return m.Flavour == IB && d.Op.Call == id.CallConnect && ok && ev.Status == -int32(syscall.ECONNRESET) &&
-				len(d.KernelEpoch.Slots[d.Op.Slot]) == 1 && hasCall(d.KernelEpoch.Slots[d.Op.Slot], id.CallConnect, 0) &&
+			return m.Flavour == IB && d.Op.Call == journal.CallConnect && ok && ev.Status == -int32(syscall.ECONNRESET) &&
+				len(d.KernelEpoch.Slots[d.Op.Slot]) == 1 && hasCall(d.KernelEpoch.Slots[d.Op.Slot], journal.CallConnect, 0) &&
 				!anyEvent(d.KernelEpoch, id.EventConnectRequest) && !anyEvent(d.SoftEpoch, id.EventConnectRequest)
 		},
 	},
@@ -225,7 +226,7 @@ var Documented = []*Known{
 		Match: func(m *Match) bool {
 			d := m.Div
 			ev, ok := event(d.SoftEpoch.Slots[d.Op.Slot], id.EventUnreachable)
-			return d.Op.Call == id.CallConnect && ok &&
+			return d.Op.Call == journal.CallConnect && ok &&
 				(ev.Status == -int32(syscall.ENETUNREACH) || ev.Status == -int32(syscall.EHOSTUNREACH)) &&
 				!anyEvent(d.KernelEpoch, id.EventUnreachable)
 		},
@@ -236,32 +237,32 @@ var Documented = []*Known{
 		Name: "ib-disconnect-listener",
 		Why: "IB: rdma_disconnect of a listener bound to an address returns 0, doing nothing (the DREQ and the " +
 			"DREP its CM id cannot send are not errors); iWARP refuses it (iw_cm_disconnect: EINVAL in LISTEN), and so does the model",
-		Match: func(m *Match) bool { return probeTaken(m, IB, id.CallDisconnect, id.StateListen) },
+		Match: func(m *Match) bool { return probeTaken(m, IB, journal.CallDisconnect, id.StateListen) },
 	},
 	{
 		Name: "ib-disconnect-connecting",
 		Why: "IB: rdma_disconnect while the REQ is under way returns 0 and does nothing (the connection may still " +
 			"be established); iWARP's waits for the connect's end; the model refuses it",
-		Match: func(m *Match) bool { return probeTaken(m, IB, id.CallDisconnect, id.StateConnect) },
+		Match: func(m *Match) bool { return probeTaken(m, IB, journal.CallDisconnect, id.StateConnect) },
 	},
 	{
 		Name: "ib-reject-connecting",
 		Why: "IB: rdma_reject on an active id whose REQ is under way sends a REJ (ib_send_cm_rej takes REQ_SENT); " +
 			"iWARP refuses it (iw_cm_reject wants a request); the model takes reject on a request's id only",
-		Match: func(m *Match) bool { return probeTaken(m, IB, id.CallReject, id.StateConnect) },
+		Match: func(m *Match) bool { return probeTaken(m, IB, journal.CallReject, id.StateConnect) },
 	},
 	{
 		Name: "ib-establish-ud-request",
 		Why: "librdmacm's rdma_establish writes ACCEPT without parameters; the kernel takes that on a UD request's id " +
 			"as an accept (a SIDR REP); the model takes establish after CONNECT_RESPONSE only",
-		Match: func(m *Match) bool { return probeTaken(m, IB, id.CallEstablish, id.StateConnectRequest) },
+		Match: func(m *Match) bool { return probeTaken(m, IB, journal.CallEstablish, id.StateConnectRequest) },
 	},
 	{
 		Name: "iwarp-notify-any-state",
 		Why: "iWARP's rdma_notify returns 0 whenever the id has a CM id (listening, a request, a failed attempt), " +
 			"doing nothing; IB refuses it there (the IB CM takes COMM_EST only while a REP waits for its RTU), and so does the model",
 		Match: func(m *Match) bool {
-			return probeTaken(m, IWARP, id.CallNotify, id.StateListen, id.StateConnectRequest, id.StateFailed, id.StateDisconnected)
+			return probeTaken(m, IWARP, journal.CallNotify, id.StateListen, id.StateConnectRequest, id.StateFailed, id.StateDisconnected)
 		},
 	},
 }

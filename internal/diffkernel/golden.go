@@ -8,6 +8,7 @@ import (
 	"syscall"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/callseq"
 )
 
@@ -106,7 +107,7 @@ func (e Epoch) Text() string {
 // "REJECTED:28>FAILED", "cancel>CANCELED".
 func (a Item) text() string {
 	switch a.Kind {
-	case id.KindCall:
+	case journal.KindCall:
 		s := a.Call.String()
 		if a.Auto {
 			s += "(auto)"
@@ -116,7 +117,7 @@ func (a Item) text() string {
 			st = errnoName(a.Status)
 		}
 		return s + ":" + st + ">" + a.State.String()
-	case id.KindEvent:
+	case journal.KindEvent:
 		return fmt.Sprintf("%s:%d>%s", strings.TrimPrefix(a.Event.String(), "RDMA_CM_EVENT_"), a.Status, a.State)
 	}
 	return "cancel>" + a.State.String()
@@ -182,7 +183,7 @@ func parseItem(f string, qp id.QPType) (Item, error) {
 	}
 	it.State = st
 	if what == "cancel" {
-		it.Kind = id.KindCancel
+		it.Kind = journal.KindCancel
 		return it, nil
 	}
 	name, status, ok := strings.Cut(what, ":")
@@ -190,7 +191,7 @@ func parseItem(f string, qp id.QPType) (Item, error) {
 		return it, fmt.Errorf("bad item %q: no status", f)
 	}
 	if t, ok := eventByName(name); ok {
-		it.Kind, it.Event = id.KindEvent, t
+		it.Kind, it.Event = journal.KindEvent, t
 		v, err := strconv.Atoi(status)
 		if err != nil {
 			return it, fmt.Errorf("bad item %q: status", f)
@@ -205,7 +206,7 @@ func parseItem(f string, qp id.QPType) (Item, error) {
 	if !ok {
 		return it, fmt.Errorf("bad item %q: no call or event %q", f, name)
 	}
-	it.Kind, it.Call = id.KindCall, c
+	it.Kind, it.Call = journal.KindCall, c
 	if status != "ok" {
 		e, ok := errnoByName(status)
 		if !ok {

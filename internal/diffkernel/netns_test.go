@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
-	"github.com/cmrt/cmrt/id"
 )
 
 // netnsEnv marks the child process a test runs in, in a network namespace
@@ -89,7 +89,7 @@ func inVMNetns(t *testing.T, name string) bool {
 
 // softFabric is a software fabric on d's netdev, as the VM driver makes
 // it.
-func softFabric(d Device, name string) id.Fabric {
+func softFabric(d Device, name string) fabric.Fabric {
 	return soft.New(soft.WithName(name), soft.WithNetdevs(d.Netdev), soft.WithIdleGrace(0),
 		soft.WithConnectTimeout(time.Minute), soft.WithSIDRRetry(4*time.Second, 15))
 }

@@ -1,7 +1,7 @@
 package diffkernel
 
 import (
-	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/callseq"
 )
 
@@ -89,9 +89,9 @@ func ProbeSeqs(ps ProbeState) []callseq.Seq {
 	for _, c := range callseq.ProbeCalls {
 		op := callseq.Op{Call: c, Slot: ps.Slot, Probe: true}
 		switch c {
-		case id.CallBind:
+		case journal.CallBind:
 			op.Addr = callseq.Local
-		case id.CallResolveAddr:
+		case journal.CallResolveAddr:
 			op.Addr, op.Port = callseq.Local, 1
 		}
 		seq := append(append(callseq.Seq(nil), ps.Seq...), op)

@@ -9,7 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/callseq"
 )
 
@@ -19,10 +21,10 @@ type Config struct {
 	Device Device
 	// Soft is the software fabric on Device's netdev: the side compared
 	// with the kernel, and the peers' fabric (callseq.Op.Peer).
-	Soft id.Fabric
+	Soft fabric.Fabric
 	// Kernel is the kernel fabric. Nil compares the software fabric with
 	// a recorded trace instead (RunTrace).
-	Kernel id.Fabric
+	Kernel fabric.Fabric
 	// Settle bounds how long an operation's epoch may take to agree
 	// (default 3s); Quiet is how long both sides must have recorded
 	// nothing before it ends (default 25ms).
@@ -99,7 +101,7 @@ type party interface {
 	waiting() bool
 	probed() (string, bool, id.State)
 	teardown() []string
-	records() []id.Record
+	records() []journal.Record
 }
 
 func (s *side) epoch(n int, sk skip) (Epoch, time.Time) {
@@ -107,10 +109,10 @@ func (s *side) epoch(n int, sk skip) (Epoch, time.Time) {
 	return epochOf(recs, slots, sk), last
 }
 
-func (s *side) records() []id.Record {
+func (s *side) records() []journal.Record {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := make([]id.Record, len(s.recs))
+	out := make([]journal.Record, len(s.recs))
 	for k, r := range s.recs {
 		out[k] = r.Record
 	}
@@ -142,7 +144,7 @@ func (r *recorded) epoch(n int, _ skip) (Epoch, time.Time) {
 func (r *recorded) waiting() bool                    { return false }
 func (r *recorded) probed() (string, bool, id.State) { return "", false, 0 }
 func (r *recorded) teardown() []string               { return nil }
-func (r *recorded) records() []id.Record             { return nil }
+func (r *recorded) records() []journal.Record        { return nil }
 
 // Run runs sequence number n on both fabrics and compares them.
 func (r *Runner) Run(n int, seq callseq.Seq) (*Result, error) {
@@ -196,7 +198,7 @@ func (r *Runner) run(n int, seq callseq.Seq, soft, kern party) *Result {
 			res.Probe, res.ProbeTaken, st = kern.probed()
 			if res.ProbeTaken && res.Div == nil {
 				res.Div = &Divergence{Epoch: k, Op: op, Slot: op.Slot, What: "probe", ProbeState: st,
-					Detail: "the kernel takes " + res.Probe + "; the model (id.CallAllowed) refuses it"}
+					Detail: "the kernel takes " + res.Probe + "; the model (journal.CallAllowed) refuses it"}
 			}
 			res.Soft.Epochs = append(res.Soft.Epochs, Epoch{Slots: map[int]Items{}})
 			res.Kernel.Epochs = append(res.Kernel.Epochs, Epoch{Slots: map[int]Items{}, Probe: res.Probe})
@@ -286,7 +288,7 @@ func answered(op callseq.Op, e Epoch, expect bool) bool {
 	}
 	ok := false
 	for _, it := range e.Slots[op.Slot] {
-		if it.Kind == id.KindCall && it.Call == op.Call {
+		if it.Kind == journal.KindCall && it.Call == op.Call {
 			ok = it.Status == 0
 		}
 	}
@@ -295,7 +297,7 @@ func answered(op callseq.Op, e Epoch, expect bool) bool {
 	}
 	for _, is := range e.Slots {
 		for _, it := range is {
-			if it.Kind == id.KindEvent {
+			if it.Kind == journal.KindEvent {
 				return true
 			}
 		}
@@ -304,8 +306,8 @@ func answered(op callseq.Op, e Epoch, expect bool) bool {
 }
 
 // afterwards checks what the epochs do not show: a call that hung, and
-// whole journals against the model (CheckJournal).
-func (r *Runner) afterwards(k int, notesA, notesB []string, recsA, recsB []id.Record) *Divergence {
+// whole journals against the model (journal.Check).
+func (r *Runner) afterwards(k int, notesA, notesB []string, recsA, recsB []journal.Record) *Divergence {
 	for _, x := range []struct {
 		who   string
 		notes []string
@@ -318,13 +320,13 @@ func (r *Runner) afterwards(k int, notesA, notesB []string, recsA, recsB []id.Re
 	}
 	for _, x := range []struct {
 		who  string
-		recs []id.Record
+		recs []journal.Record
 	}{{"soft", recsA}, {"kernel", recsB}} {
 		if len(x.recs) == 0 {
 			continue
 		}
-		if err := id.CheckJournal(x.recs); err != nil {
-			var je *id.JournalError
+		if err := journal.Check(x.recs); err != nil {
+			var je *journal.Error
 			if errors.As(err, &je) && len(je.Violations) > 0 {
 				v := je.Violations[0]
 				return &Divergence{Epoch: k, Slot: -1, What: "model",
@@ -340,6 +342,6 @@ func isHang(note string) bool {
 }
 
 // recString formats a record without its handles, channel and time.
-func recString(r id.Record) string {
+func recString(r journal.Record) string {
 	return fmt.Sprintf("%s %s", r.QPType, itemOf(rec{Record: r, ParentSlot: -1}).text())
 }

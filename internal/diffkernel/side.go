@@ -12,7 +12,9 @@ import (
 	"time"
 
 	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/callseq"
 )
 
@@ -47,7 +49,7 @@ var defaultTiming = timing{resolve: time.Second, busy: 1500 * time.Millisecond, 
 
 // rec is one journal record as a side saw it.
 type rec struct {
-	id.Record
+	journal.Record
 	// Auto marks a call the driver made by itself: Establish after a
 	// kernel's CONNECT_RESPONSE.
 	Auto bool
@@ -69,13 +71,13 @@ type slot struct {
 type side struct {
 	name    string
 	flavour Flavour
-	fab     id.Fabric
-	peerFab id.Fabric
+	fab     fabric.Fabric
+	peerFab fabric.Fabric
 	env     env
 	tm      timing
 	qpn     *atomic.Uint32 // the QP numbers connect and accept announce
 
-	j       *id.Journal
+	j       *journal.Journal
 	stopObs func()
 	ctx     context.Context
 	cancel  context.CancelFunc
@@ -98,9 +100,9 @@ type side struct {
 	probeState id.State // the state the probed id was in
 }
 
-func newSide(name string, fl Flavour, fab, peerFab id.Fabric, e env, tm timing, qpn *atomic.Uint32) (*side, error) {
+func newSide(name string, fl Flavour, fab, peerFab fabric.Fabric, e env, tm timing, qpn *atomic.Uint32) (*side, error) {
 	s := &side{name: name, flavour: fl, fab: fab, peerFab: peerFab, env: e, tm: tm, qpn: qpn,
-		j: id.NewJournal(64), byHandle: make(map[uint64]int), auto: make(map[uint64]int)}
+		j: journal.New(64), byHandle: make(map[uint64]int), auto: make(map[uint64]int)}
 	s.stopObs = s.j.Observe(s.observe)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	for k := range s.chs {
@@ -116,10 +118,10 @@ func newSide(name string, fl Flavour, fab, peerFab id.Fabric, e env, tm timing, 
 }
 
 // observe is the journal's observer: it runs with the id's lock held.
-func (s *side) observe(r id.Record) {
+func (s *side) observe(r journal.Record) {
 	s.mu.Lock()
 	x := rec{Record: r}
-	if r.Kind == id.KindCall && r.Call == id.CallEstablish && s.auto[r.ID] > 0 {
+	if r.Kind == journal.KindCall && r.Call == journal.CallEstablish && s.auto[r.ID] > 0 {
 		s.auto[r.ID]--
 		x.Auto = true
 	}
@@ -247,7 +249,7 @@ func (s *side) since(n int) ([]rec, []int, time.Time) {
 			sl[k] = -1
 		}
 		out[k].ParentSlot = -1
-		if v, ok := s.byHandle[r.Parent]; ok && r.Kind == id.KindEvent && r.Event == id.EventConnectRequest {
+		if v, ok := s.byHandle[r.Parent]; ok && r.Kind == journal.KindEvent && r.Event == id.EventConnectRequest {
 			out[k].ParentSlot = v
 		}
 	}
@@ -286,14 +288,14 @@ func (s *side) expects(op callseq.Op, before id.State) bool {
 		return false
 	}
 	switch op.Call {
-	case id.CallConnect:
+	case journal.CallConnect:
 		// A synchronous listener's request waits for its get_request.
 		return sl.dst == callseq.Local && !s.syncListener()
-	case id.CallAccept:
+	case journal.CallAccept:
 		return sl.cm.QPType() == id.RC
-	case id.CallReject, id.CallJoin:
+	case journal.CallReject, journal.CallJoin:
 		return true
-	case id.CallDisconnect:
+	case journal.CallDisconnect:
 		return sl.cm.QPType() == id.RC && (before == id.StateEstablished || before == id.StateAccept)
 	}
 	return false
@@ -326,7 +328,7 @@ func (s *side) do(op callseq.Op) skip {
 	if op.Probe {
 		return s.doProbe(op)
 	}
-	if op.Call == id.CallCreate {
+	if op.Call == journal.CallCreate {
 		s.create(op)
 		return ""
 	}
@@ -334,10 +336,10 @@ func (s *side) do(op callseq.Op) skip {
 	if sl == nil {
 		return skipNoID
 	}
-	if sl.cm.State() == id.StateDestroyed && op.Call != id.CallDestroy {
+	if sl.cm.State() == id.StateDestroyed && op.Call != journal.CallDestroy {
 		return skipNoID
 	}
-	if b := sl.busy; b != nil && op.Call != id.CallDestroy {
+	if b := sl.busy; b != nil && op.Call != journal.CallDestroy {
 		select {
 		case <-b:
 		case <-time.After(s.tm.busy):
@@ -346,7 +348,7 @@ func (s *side) do(op callseq.Op) skip {
 	}
 	cm := sl.cm
 	st, qp := cm.State(), cm.QPType()
-	if op.Call == id.CallDestroy {
+	if op.Call == journal.CallDestroy {
 		// Destroy waits for the id's events to be acknowledged: a
 		// synchronous listener's, for the CONNECT_REQUEST its new id holds
 		// until that id's next call, as librdmacm. It goes on in the
@@ -355,7 +357,7 @@ func (s *side) do(op callseq.Op) skip {
 		return ""
 	}
 	if cm.Synchronous() && callseq.Blocks(op.Call, st, qp) {
-		if _, ok := id.CallAllowed(st, op.Call, qp); ok && op.Call != id.CallDestroy {
+		if _, ok := journal.CallAllowed(st, op.Call, qp); ok && op.Call != journal.CallDestroy {
 			s.background(sl, op)
 			return ""
 		}
@@ -392,7 +394,7 @@ func (s *side) create(op callseq.Op) {
 }
 
 // channel returns channel k of chs, opening it (and its pump) on first use.
-func (s *side) channel(chs *[2]*channel.Channel, fab id.Fabric, k int) (*channel.Channel, error) {
+func (s *side) channel(chs *[2]*channel.Channel, fab fabric.Fabric, k int) (*channel.Channel, error) {
 	s.mu.Lock()
 	ch := chs[k]
 	s.mu.Unlock()
@@ -431,7 +433,7 @@ func (s *side) background(sl *slot, op callseq.Op) {
 		}
 		recs, _, _ := s.since(n)
 		for _, r := range recs {
-			if r.ID == h && r.Kind == id.KindCall && r.Call == op.Call {
+			if r.ID == h && r.Kind == journal.KindCall && r.Call == op.Call {
 				return
 			}
 		}
@@ -445,53 +447,53 @@ func (s *side) call(sl *slot, op callseq.Op) {
 	ctx := context.Background()
 	var err error
 	switch op.Call {
-	case id.CallBind:
+	case journal.CallBind:
 		err = cm.Bind(s.env.addrPort(op.Addr, op.Port))
-	case id.CallResolveAddr:
+	case journal.CallResolveAddr:
 		sl.dst = op.Addr
 		var src netip.AddrPort
 		if op.Src {
 			src = netip.AddrPortFrom(s.env.dev.Local, 0)
 		}
 		err = cm.ResolveAddrContext(ctx, src, s.env.addrPort(op.Addr, op.Port), s.tm.resolve)
-	case id.CallResolveRoute:
+	case journal.CallResolveRoute:
 		err = cm.ResolveRouteContext(ctx, s.tm.resolve)
-	case id.CallListen:
+	case journal.CallListen:
 		err = cm.Listen(op.Backlog)
-	case id.CallConnect:
+	case journal.CallConnect:
 		err = cm.ConnectContext(ctx, s.connParam(op.PD, false))
 		if err == nil && s.flavour == IB && cm.State() == id.StateConnectResponse {
 			s.establish(cm) // a synchronous id's CONNECT_RESPONSE
 		}
-	case id.CallAccept:
+	case journal.CallAccept:
 		err = cm.AcceptContext(ctx, s.connParam(op.PD, true))
-	case id.CallReject:
+	case journal.CallReject:
 		err = cm.Reject(make([]byte, op.PD))
-	case id.CallEstablish:
+	case journal.CallEstablish:
 		err = cm.Establish()
-	case id.CallDisconnect:
+	case journal.CallDisconnect:
 		err = cm.DisconnectContext(ctx)
-	case id.CallNotify:
+	case journal.CallNotify:
 		err = cm.Notify(id.AsyncCommEst)
-	case id.CallSetOption:
+	case journal.CallSetOption:
 		err = setOption(cm, op.Opt)
-	case id.CallMigrate:
+	case journal.CallMigrate:
 		err = s.migrate(sl, op.Chan)
-	case id.CallJoin:
+	case journal.CallJoin:
 		flags := id.JoinFullMember
 		if op.SendOnly {
 			flags = id.JoinSendOnly
 		}
 		err = cm.JoinMulticastContext(ctx, s.env.groups[op.Group], flags, nil)
-	case id.CallLeave:
+	case journal.CallLeave:
 		err = cm.LeaveMulticast(s.env.groups[op.Group])
-	case id.CallGetRequest:
+	case journal.CallGetRequest:
 		var child *id.ID
 		child, err = cm.GetRequestContext(ctx)
 		if child != nil {
 			s.addSlot(child, sl.peer)
 		}
-	case id.CallDestroy:
+	case journal.CallDestroy:
 		err = cm.Destroy()
 	}
 	if err != nil && errors.Is(err, id.ErrCanceled) {
@@ -512,7 +514,7 @@ func (s *side) doProbe(op callseq.Op) skip {
 	}
 	cm := sl.cm
 	st, qp := cm.State(), cm.QPType()
-	if _, ok := id.CallAllowed(st, op.Call, qp); ok || st == id.StateCanceled {
+	if _, ok := journal.CallAllowed(st, op.Call, qp); ok || st == id.StateCanceled {
 		return ""
 	}
 	ep := cm.Endpoint()
@@ -521,27 +523,27 @@ func (s *side) doProbe(op callseq.Op) skip {
 	}
 	var err error
 	switch op.Call {
-	case id.CallBind:
+	case journal.CallBind:
 		err = ep.Bind(s.env.addrPort(op.Addr, op.Port))
-	case id.CallResolveAddr:
+	case journal.CallResolveAddr:
 		err = ep.ResolveAddr(netip.AddrPort{}, s.env.addrPort(op.Addr, op.Port), s.tm.resolve)
-	case id.CallResolveRoute:
+	case journal.CallResolveRoute:
 		err = ep.ResolveRoute(s.tm.resolve)
-	case id.CallListen:
+	case journal.CallListen:
 		err = ep.Listen(id.MaxBacklog)
-	case id.CallConnect:
+	case journal.CallConnect:
 		err = ep.Connect(s.connParam(0, false))
-	case id.CallAccept:
+	case journal.CallAccept:
 		err = ep.Accept(cm.Handle(), s.connParam(0, true))
-	case id.CallReject:
+	case journal.CallReject:
 		err = ep.Reject(nil)
-	case id.CallEstablish:
+	case journal.CallEstablish:
 		err = ep.Establish()
-	case id.CallDisconnect:
+	case journal.CallDisconnect:
 		err = ep.Disconnect()
-	case id.CallNotify:
+	case journal.CallNotify:
 		err = ep.Notify(id.AsyncCommEst)
-	case id.CallJoin:
+	case journal.CallJoin:
 		// A uid no id has: the join's events are dropped.
 		err = ep.Join(1<<62|uint64(op.Group), s.env.groups[op.Group], false)
 	default:

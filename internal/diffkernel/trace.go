@@ -9,14 +9,15 @@ import (
 	"syscall"
 
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 )
 
 // Item is what one journal record says, without what may differ between
 // fabrics for no reason (handles, channel numbers, times): a call and its
 // errno, an event and its status, or an abandoned call.
 type Item struct {
-	Kind   id.RecordKind
-	Call   id.Call
+	Kind   journal.RecordKind
+	Call   journal.Call
 	Event  id.EventType
 	Status int32
 	// Auto marks a call the driver made by itself (Establish after a
@@ -39,14 +40,14 @@ func itemOf(r rec) Item {
 // same reports whether two items say the same, states aside.
 func (a Item) same(b Item) bool {
 	return a.Kind == b.Kind && a.Status == b.Status && a.Auto == b.Auto &&
-		(a.Kind != id.KindCall || a.Call == b.Call) && (a.Kind != id.KindEvent || a.Event == b.Event)
+		(a.Kind != journal.KindCall || a.Call == b.Call) && (a.Kind != journal.KindEvent || a.Event == b.Event)
 }
 
 // String formats an item: "connect ok", "bind EADDRINUSE",
 // "REJECTED -104", "establish(auto) ok", "cancel".
 func (a Item) String() string {
 	switch a.Kind {
-	case id.KindCall:
+	case journal.KindCall:
 		s := a.Call.String()
 		if a.Auto {
 			s += "(auto)"
@@ -55,7 +56,7 @@ func (a Item) String() string {
 			return s + " ok"
 		}
 		return s + " " + errnoName(a.Status)
-	case id.KindEvent:
+	case journal.KindEvent:
 		name := strings.TrimPrefix(a.Event.String(), "RDMA_CM_EVENT_")
 		if a.Event == id.EventUser {
 			name = "USER"

@@ -24,9 +24,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/callseq"
 	"github.com/cmrt/cmrt/internal/diffkernel"
 )
@@ -80,7 +82,7 @@ func main() {
 // softFabric is the software fabric on d's netdev. Its timeouts are the
 // kernel's order of magnitude or longer: a connection to a host that never
 // answers ends in neither within a sequence.
-func softFabric(d diffkernel.Device) id.Fabric {
+func softFabric(d diffkernel.Device) fabric.Fabric {
 	return soft.New(soft.WithName("diff-"+d.Netdev), soft.WithNetdevs(d.Netdev),
 		soft.WithConnectTimeout(time.Minute), soft.WithSIDRRetry(4*time.Second, 15))
 }
@@ -147,7 +149,7 @@ func probeTable(d diffkernel.Device, r *diffkernel.Runner, k int) {
 			case err != nil:
 				fmt.Printf("probe %s | %s | %s | error: %v\n", d.Name, ps.Name, op.Call, err)
 			case res.Probe == "":
-				if _, ok := id.CallAllowed(stateOf(res), op.Call, qpOf(res)); !ok && *verbose {
+				if _, ok := journal.CallAllowed(stateOf(res), op.Call, qpOf(res)); !ok && *verbose {
 					fmt.Printf("probe %s | %s | %s | not made (id in %s)\n", d.Name, ps.Name, op.Call, stateOf(res))
 				}
 			default:
