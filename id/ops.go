@@ -232,9 +232,11 @@ func (i *ID) Establish() error {
 // DISCONNECTED (once per connection, whichever side disconnects first). On a
 // synchronous id it waits for the id's DISCONNECTED, unless it was already
 // returned by an earlier call. On an id whose request is not yet answered,
-// or whose connection attempt ended (FAILED), it does nothing and succeeds,
-// as the kernel's: there is no connection to end, nothing is reported, and
-// the request can still be accepted or rejected. On the software fabric (iWARP) the local
+// or whose connection attempt ended (FAILED), and on a UD id that connected
+// or was born from a request, it does nothing and succeeds, as the
+// kernel's: there is no connection to end, nothing is reported (a
+// synchronous id does not wait), and a request can still be accepted or
+// rejected. On the software fabric (iWARP) the local
 // DISCONNECTED comes at once; on InfiniBand and RoCE the kernel reports it
 // when the peer answers (it disconnects too) or the request times out, so
 // two synchronous peers must disconnect concurrently. TIMEWAIT_EXIT follows
@@ -248,7 +250,7 @@ func (i *ID) Disconnect() error {
 // synchronous id.
 func (i *ID) DisconnectContext(ctx context.Context) error {
 	i.mu.Lock()
-	due := disconnectReported(i.state)
+	due := disconnectReported(i.state, i.qpType)
 	i.mu.Unlock()
 	if !due {
 		return i.run(journal.CallDisconnect, func() error { return i.ep.Disconnect() })
@@ -297,10 +299,11 @@ func (i *ID) SetAckTimeout(n uint8) error {
 	return i.SetOption(OptionLevelID, OptionAckTimeout, []byte{n})
 }
 
-// disconnectReported reports whether a disconnect in state s is answered
-// by the id's DISCONNECTED: only an id whose connection is up or coming up.
-// Elsewhere (a request not yet answered, an attempt that ended, an id
-// already disconnected) rdma_disconnect reports nothing.
-func disconnectReported(s journal.State) bool {
-	return s == journal.StateConnectResponse || s == journal.StateAccept || s == journal.StateEstablished
+// disconnectReported reports whether a disconnect in state s of an id of
+// QP type t is answered by the id's DISCONNECTED: only an RC id whose
+// connection is up or coming up. Elsewhere (a request not yet answered, an
+// attempt that ended, an id already disconnected, any UD id: a SIDR
+// exchange leaves no connection) rdma_disconnect reports nothing.
+func disconnectReported(s journal.State, t QPType) bool {
+	return t == RC && (s == journal.StateConnectResponse || s == journal.StateAccept || s == journal.StateEstablished)
 }

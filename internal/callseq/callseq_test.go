@@ -187,3 +187,34 @@ func TestShrink(t *testing.T) {
 		t.Errorf("%d runs with a budget of 5", runs)
 	}
 }
+
+// TestBlocks: a synchronous id's call waits where an event answers it; a
+// disconnect only where the id's DISCONNECTED does: an RC id whose
+// connection is up or coming up, never a UD id (the kernel's rdma_disconnect
+// of an IB UD id returns 0 and reports nothing; diff-kernel on rxe0).
+func TestBlocks(t *testing.T) {
+	for _, c := range []struct {
+		call journal.Call
+		st   id.State
+		qp   id.QPType
+		want bool
+	}{
+		{journal.CallDisconnect, id.StateEstablished, id.RC, true},
+		{journal.CallDisconnect, id.StateAccept, id.RC, true},
+		{journal.CallDisconnect, id.StateConnectResponse, id.RC, true},
+		{journal.CallDisconnect, id.StateDisconnected, id.RC, false},
+		{journal.CallDisconnect, id.StateConnectRequest, id.RC, false},
+		{journal.CallDisconnect, id.StateFailed, id.RC, false},
+		{journal.CallDisconnect, id.StateEstablished, id.UD, false},
+		{journal.CallDisconnect, id.StateConnectRequest, id.UD, false},
+		{journal.CallAccept, id.StateConnectRequest, id.RC, true},
+		{journal.CallAccept, id.StateConnectRequest, id.UD, false},
+		{journal.CallConnect, id.StateRouteResolved, id.UD, true},
+		{journal.CallGetRequest, id.StateListen, id.RC, true},
+		{journal.CallBind, id.StateIdle, id.RC, false},
+	} {
+		if got := Blocks(c.call, c.st, c.qp); got != c.want {
+			t.Errorf("Blocks(%s, %s, %s) = %v, want %v", c.call, c.st, c.qp, got, c.want)
+		}
+	}
+}

@@ -483,7 +483,8 @@ func (g *gen) fold(k int, op Op) {
 			g.slots[p].st = id.StateFailed
 		}
 	case journal.CallDisconnect:
-		if s.st == id.StateEstablished || s.st == id.StateAccept {
+		// A UD id has no connection to end: nothing is reported.
+		if s.qp == id.RC && (s.st == id.StateEstablished || s.st == id.StateAccept) {
 			next = id.StateDisconnected
 			if p := s.partner; p >= 0 && g.slots[p].live && g.slots[p].st == id.StateEstablished {
 				g.slots[p].st = id.StateDisconnected

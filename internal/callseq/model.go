@@ -61,8 +61,9 @@ func Blocks(c journal.Call, st id.State, qp id.QPType) bool {
 	case journal.CallAccept:
 		return qp == id.RC
 	case journal.CallDisconnect:
-		// Only where the id's DISCONNECTED answers it.
-		return st == id.StateConnectResponse || st == id.StateAccept || st == id.StateEstablished
+		// Only where the id's DISCONNECTED answers it: an RC id whose
+		// connection is up or coming up (a UD id has none).
+		return qp == id.RC && (st == id.StateConnectResponse || st == id.StateAccept || st == id.StateEstablished)
 	}
 	return false
 }
