@@ -266,6 +266,10 @@ func (i *ID) Notify(e AsyncEvent) error {
 
 // SetOption sets an option, as rdma_set_option. val holds the option's bytes
 // in host order; a wrong length is EINVAL and an unknown option ENOSYS.
+// OptionIBPath takes struct ibv_path_data records and, as the kernel's,
+// uses the first flagged exactly GMP, PRIMARY and BIDIRECTIONAL (none is
+// EINVAL), in ADDR_RESOLVED only (elsewhere EINVAL): it then reports
+// ROUTE_RESOLVED in place of ResolveRoute.
 func (i *ID) SetOption(level OptionLevel, name OptionName, val []byte) error {
 	if err := checkOption(level, name, val); err != nil {
 		return err

@@ -7,6 +7,11 @@ import (
 	"github.com/cmrt/cmrt/fabric"
 )
 
+// ibPathFlagsUsed are the flags of the struct ibv_path_data record the
+// kernel uses (IBV_PATH_FLAG_GMP | PRIMARY | BIDIRECTIONAL, the last being
+// OUTBOUND | INBOUND_REVERSE).
+const ibPathFlagsUsed = 1<<0 | 1<<1 | 1<<3 | 1<<5
+
 // checkOption validates an option's length exactly as the kernel does:
 // an unknown option is ENOSYS, a wrong length EINVAL.
 func checkOption(level OptionLevel, name OptionName, val []byte) error {
@@ -35,8 +40,29 @@ func checkOption(level OptionLevel, name OptionName, val []byte) error {
 	return errorf("set_option", syscall.ENOSYS, "unknown option level %d name %d", level, name)
 }
 
-// checkOptionState applies the kernel's per-option state rules.
+// checkOptionState applies the kernel's per-option rules on the value and
+// the id's state (the kernel's own checks: journaled as the call's errno).
 func checkOptionState(s State, t QPType, level OptionLevel, name OptionName, val []byte) error {
+	if level == OptionLevelIB {
+		if name != OptionIBPath {
+			return nil
+		}
+		// ucma_set_ib_path takes the first record flagged exactly GMP,
+		// PRIMARY and BIDIRECTIONAL (none is EINVAL); rdma_set_ib_path
+		// then moves the id from ADDR_RESOLVED to ROUTE_RESOLVED
+		// (ROUTE_RESOLVED is reported), and elsewhere is EINVAL.
+		flagged := false
+		for off := 0; off+4 <= len(val) && !flagged; off += fabric.IBPathDataSize {
+			flagged = binary.NativeEndian.Uint32(val[off:]) == ibPathFlagsUsed
+		}
+		if !flagged {
+			return errorf("set_option", syscall.EINVAL, "no IB path record flagged GMP, PRIMARY and BIDIRECTIONAL")
+		}
+		if s != StateAddrResolved {
+			return errorf("set_option", syscall.EINVAL, "IB path in state %s", s)
+		}
+		return nil
+	}
 	if level != OptionLevelID {
 		return nil
 	}

@@ -523,8 +523,8 @@ func (ep *endpoint) SetOption(level fabric.OptionLevel, name fabric.OptionName, 
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if level == fabric.OptionLevelIB {
-		if !ep.addrResolved {
-			return einval("IB path before the address is resolved")
+		if !ep.addrResolved || ep.routeResolved {
+			return einval("IB path outside ADDR_RESOLVED")
 		}
 		ep.routeResolved = true
 		r := fabric.RawEvent{Type: fabric.EventRouteResolved}

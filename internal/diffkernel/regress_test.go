@@ -207,6 +207,22 @@ s1 connect pd=0 => s1[connect:ok>CONNECT] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]
 s2 accept pd=8 => s1[REJECTED:-104>FAILED] s2[accept:EINVAL>CONNECT_REQUEST]
 `},
 	{
+		// RDMA_OPTION_IB_PATH with a zeroed record (no record flagged GMP,
+		// PRIMARY and BIDIRECTIONAL): EINVAL, nothing reported (the software
+		// fabric took it and reported ROUTE_RESOLVED).
+		name: "ib-path-unflagged/rxe", dev: "rxe0", kernel: `
+s0 create udp sync => s0/UD[create:ok>IDLE]
+s0 resolve_addr local:3 => s0/UD[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s0 set_option ib_path => s0/UD[set_option:EINVAL>ADDR_RESOLVED]
+`},
+	{
+		name: "ib-path-unflagged/siw", dev: "siw0", kernel: `
+s0 create tcp ch1 => s0[create:ok>IDLE]
+s0 resolve_addr local:3 => s0[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s0 resolve_route => s0[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s0 set_option ib_path => s0[set_option:EINVAL>ROUTE_RESOLVED]
+`},
+	{
 		// Connect to a destination resolved on the bound device's link that no
 		// route leads to.
 		name: "connect-no-route", dev: "rxe0", known: "connect-no-route-unreachable", kernel: `
