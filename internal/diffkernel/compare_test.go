@@ -202,6 +202,30 @@ func TestKnown(t *testing.T) {
 			t.Errorf("%s on %s: %v, want %s", c.kern, c.fl, k, c.known)
 		}
 	}
+	// A bind after a failed one: documented only when an earlier bind of
+	// the id failed on the kernel.
+	for _, c := range []struct {
+		before string
+		known  string
+	}{
+		{"s0[bind:EADDRINUSE>IDLE]", "kernel-bind-after-failed-bind"},
+		{"s0[create:ok>IDLE]", ""},
+	} {
+		o := op(t, "s0 bind nonlocal:2")
+		_, d := newComparer(IWARP).compare(1, o, epoch(t, "s0[bind:EADDRNOTAVAIL>IDLE]"), epoch(t, "s0[bind:ok>ADDR_BOUND]"))
+		if d == nil {
+			t.Fatal("bind: no divergence")
+		}
+		k := matchKnown(&Match{Flavour: IWARP, Div: d, Seq: callseq.Seq{o},
+			Soft: []Epoch{epoch(t, c.before), d.SoftEpoch}, Kernel: []Epoch{epoch(t, c.before), d.KernelEpoch}})
+		got := ""
+		if k != nil {
+			got = k.Name
+		}
+		if got != c.known {
+			t.Errorf("bind after %s: documented %q, want %q", c.before, got, c.known)
+		}
+	}
 	// Probes the kernel of one transport takes.
 	for _, c := range []struct {
 		fl    Flavour

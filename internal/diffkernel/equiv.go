@@ -231,6 +231,26 @@ var Documented = []*Known{
 				!anyEvent(d.KernelEpoch, id.EventUnreachable)
 		},
 	},
+	{
+		Name: "kernel-bind-after-failed-bind",
+		Why: "a bind that failed (its port in use) leaves the kernel's id holding the device it looked up " +
+			"(bound_dev_if), and rdma_translate_ip then takes any address on that device unchecked: a later bind of an " +
+			"address no interface has succeeds there; cmrt refuses it with EADDRNOTAVAIL every time, as a first bind",
+		Match: func(m *Match) bool {
+			d := m.Div
+			k, okK := call(d.KernelEpoch.Slots[d.Op.Slot], journal.CallBind)
+			s, okS := call(d.SoftEpoch.Slots[d.Op.Slot], journal.CallBind)
+			if d.Op.Call != journal.CallBind || !okK || !okS || k != 0 || s != int32(syscall.EADDRNOTAVAIL) {
+				return false
+			}
+			for _, e := range m.Kernel[:max(len(m.Kernel)-1, 0)] {
+				if st, ok := call(e.Slots[d.Op.Slot], journal.CallBind); ok && st != 0 {
+					return true
+				}
+			}
+			return false
+		},
+	},
 	// Calls the model refuses that the kernel of one transport takes
 	// (probes): cmrt refuses them on both, with EINVAL, before the fabric.
 	{

@@ -223,6 +223,15 @@ s0 resolve_route => s0[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOL
 s0 set_option ib_path => s0[set_option:EINVAL>ROUTE_RESOLVED]
 `},
 	{
+		// A bind of an address no interface has, after a bind that failed.
+		name: "bind-after-failed-bind", dev: "siw0", known: "kernel-bind-after-failed-bind", kernel: `
+s0 create tcp ch0 => s0[create:ok>IDLE]
+s1 create tcp sync => s1[create:ok>IDLE]
+s1 bind local:1 => s1[bind:ok>ADDR_BOUND]
+s0 bind local:1 => s0[bind:EADDRINUSE>IDLE]
+s0 bind nonlocal:2 => s0[bind:ok>ADDR_BOUND]
+`},
+	{
 		// Connect to a destination resolved on the bound device's link that no
 		// route leads to.
 		name: "connect-no-route", dev: "rxe0", known: "connect-no-route-unreachable", kernel: `
