@@ -10,7 +10,8 @@
 #   make reliability  fault, load and bad-input tests across network namespaces
 #   make diff-kernel  in the VM: DIFF_N random CM call sequences on the software
 #                     fabric and the kernel's rdma_cm (siw0, rxe0), journals
-#                     compared step by step (DIFF_SEED reproduces a run)
+#                     compared step by step (DIFF_SEED reproduces a run;
+#                     DIFF_BUDGET=seconds bounds it)
 
 # Go: the one on PATH, else the machine's /usr/local/go.
 GO       ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
@@ -64,7 +65,7 @@ reliability:
 
 DIFF_N ?= 120
 diff-kernel: vm
-	DIFF_N=$(DIFF_N) DIFF_SEED=$(DIFF_SEED) scripts/diff-kernel.sh
+	DIFF_N=$(DIFF_N) DIFF_SEED=$(DIFF_SEED) DIFF_BUDGET=$(DIFF_BUDGET) scripts/diff-kernel.sh
 
 clean:
 	$(GO) clean -testcache

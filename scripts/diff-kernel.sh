@@ -12,7 +12,9 @@
 #
 # Exits non-zero when D > 0 or the run failed.
 #
-# Env: DIFF_N (sequences, default 120), DIFF_SEED (default: the clock),
+# Env: DIFF_N (sequences, default 120), DIFF_BUDGET (seconds: start no
+#      sequence after this long, and the summary counts those run; the
+#      VM's limit follows from it), DIFF_SEED (default: the clock),
 #      DIFF_DEVS (siw0,rxe0), DIFF_WORKERS (2), DIFF_SHRINK (runs spent
 #      shrinking each kind of divergence, 40), DIFF_ARGS (more flags),
 #      DIFF_SEQ (a file holding one sequence: run it alone, verbosely, on
@@ -33,6 +35,10 @@ trap 'rm -rf "$tmp"' EXIT
 start=$(date +%s)
 CGO_ENABLED=0 go build -trimpath -o "$tmp/diffkernel" ./test/diffkernel
 args="-n $n -seed $seed -dev $devs -workers ${DIFF_WORKERS:-2} -shrink ${DIFF_SHRINK:-40} ${DIFF_ARGS:-}"
+budget=${DIFF_BUDGET:-}
+if [ -n "$budget" ]; then
+	args="-budget ${budget}s $args"
+fi
 if [ -n "${DIFF_SEQ:-}" ]; then
 	cp "$DIFF_SEQ" "$tmp/seq.txt"
 	args="-dev ${devs%%,*} -seq /extra/seq.txt ${DIFF_ARGS:-}"
@@ -42,7 +48,13 @@ fi
 # Three seconds a sequence is generous under TCG with two at once on a
 # loaded machine (a second is usual); shrinking
 # and the VM's boot get their own allowance.
-timeout=${VM_TIMEOUT:-$(( 300 + n * 3 ))}
+# With a budget, the sequences under way when it ends, the boot and the
+# shutdown get two minutes more.
+limit=$(( 300 + n * 3 ))
+if [ -n "$budget" ] && [ $(( budget + 120 )) -lt "$limit" ]; then
+	limit=$(( budget + 120 ))
+fi
+timeout=${VM_TIMEOUT:-$limit}
 set +e
 "$run" -t "$timeout" -d "$tmp" "diffkernel $args" > "$tmp/out.log" 2>&1
 rc=$?

@@ -43,6 +43,7 @@ var (
 	shrinkK  = flag.Int("shrinkdoc", 0, "runs spent shrinking the first of each documented divergence (0: printed as found)")
 	seqFile  = flag.String("seq", "", "run the sequences in this file (callseq text, separated by \"---\" lines) once each and print both traces")
 	verbose  = flag.Bool("v", false, "print every sequence and its traces")
+	budget   = flag.Duration("budget", 0, "start no sequence after this long (0: no limit): the summary counts the sequences run")
 	probes   = flag.Bool("probes", false, "print the probe table: in each of a set of states, every call the model refuses, made on the kernel past the library's check")
 )
 
@@ -262,11 +263,19 @@ func runMany(seed uint64, devs []diffkernel.Device, runners []*diffkernel.Runner
 			}
 		}()
 	}
+	cut := -1
 	for n := 0; n < *nSeq; n++ {
+		if *budget > 0 && time.Since(start) > *budget {
+			cut = n
+			break
+		}
 		jobs <- job{n: n, dev: n % len(devs)}
 	}
 	close(jobs)
 	wg.Wait()
+	if cut >= 0 {
+		fmt.Printf("diff-kernel: the budget of %v ended the run after %d of %d sequences\n", *budget, cut, *nSeq)
+	}
 	seqs, divs, known := 0, 0, 0
 	for k, d := range devs {
 		t := tallies[k]
@@ -305,11 +314,11 @@ func counts(m map[string]int) string {
 func report(d diffkernel.Device, r *diffkernel.Runner, res *diffkernel.Result, mu *sync.Mutex, shrinkSeq *int) {
 	key := res.Div.Key()
 	best := res
-	budget := *shrinkN
+	runs := *shrinkN
 	if res.Div.Known != nil {
-		budget = *shrinkK
+		runs = *shrinkK
 	}
-	if budget > 0 {
+	if runs > 0 {
 		callseq.Shrink(res.Seq, func(s callseq.Seq) bool {
 			mu.Lock()
 			*shrinkSeq++
@@ -321,7 +330,7 @@ func report(d diffkernel.Device, r *diffkernel.Runner, res *diffkernel.Result, m
 			}
 			best = x
 			return true
-		}, budget)
+		}, runs)
 	}
 	mu.Lock()
 	defer mu.Unlock()
