@@ -43,6 +43,7 @@ var (
 	shrinkK  = flag.Int("shrinkdoc", 0, "runs spent shrinking the first of each documented divergence (0: printed as found)")
 	seqFile  = flag.String("seq", "", "run the sequences in this file (callseq text, separated by \"---\" lines) once each and print both traces")
 	verbose  = flag.Bool("v", false, "print every sequence and its traces")
+	hangFlag = flag.Duration("hang", 2*time.Minute, "a sequence still running after this long is a divergence (it hung): reported with its sequence, and left behind")
 	budget   = flag.Duration("budget", 0, "start no sequence after this long (0: no limit): the summary counts the sequences run")
 	probes   = flag.Bool("probes", false, "print the probe table: in each of a set of states, every call the model refuses, made on the kernel past the library's check")
 )
@@ -215,7 +216,17 @@ func runMany(seed uint64, devs []diffkernel.Device, runners []*diffkernel.Runner
 			for j := range jobs {
 				d := devs[j.dev]
 				seq := callseq.Generate(callseq.NewRand(seed, uint64(j.n)), callseq.Config{Mode: d.Mode, MaxOps: *ops})
-				res, err := runners[j.dev].Run(j.n, seq)
+				res, hung, err := runBounded(runners[j.dev], j.n, seq)
+				if hung {
+					mu.Lock()
+					tallies[j.dev].seqs++
+					tallies[j.dev].divs++
+					tallies[j.dev].byKey["hung"]++
+					fmt.Printf("=== divergence on %s in sequence %d: the sequence still runs after %v (a call or a teardown hung); left behind:\n%s",
+						d.Name, j.n, *hangFlag, indent(seq.String()))
+					mu.Unlock()
+					continue
+				}
 				if err != nil {
 					fmt.Printf("sequence %d on %s: %v\n", j.n, d.Name, err)
 					mu.Lock()
@@ -346,4 +357,28 @@ func report(d diffkernel.Device, r *diffkernel.Runner, res *diffkernel.Result, m
 	}
 	fmt.Printf("kernel trace:\n%s", indent(best.Kernel.String()))
 	fmt.Printf("soft trace:\n%s", indent(best.Soft.String()))
+}
+
+// runBounded runs seq on r, giving up after -hang: a sequence that hangs
+// (a call or a teardown that never returns) is reported and its goroutine
+// left behind, so that the other sequences, the budget and the summary
+// still come.
+func runBounded(r *diffkernel.Runner, n int, seq callseq.Seq) (*diffkernel.Result, bool, error) {
+	type out struct {
+		res *diffkernel.Result
+		err error
+	}
+	done := make(chan out, 1)
+	go func() {
+		res, err := r.Run(n, seq)
+		done <- out{res, err}
+	}()
+	t := time.NewTimer(*hangFlag)
+	defer t.Stop()
+	select {
+	case o := <-done:
+		return o.res, false, o.err
+	case <-t.C:
+		return nil, true, nil
+	}
 }
