@@ -348,11 +348,11 @@ func (s *side) do(op callseq.Op) skip {
 	}
 	cm := sl.cm
 	st, qp := cm.State(), cm.QPType()
-	if op.Call == journal.CallDestroy {
-		// Destroy waits for the id's events to be acknowledged: a
-		// synchronous listener's, for the CONNECT_REQUEST its new id holds
-		// until that id's next call, as librdmacm. It goes on in the
-		// background; teardown tells a destroy that never returns.
+	if op.Call == journal.CallDestroy || op.Call == journal.CallMigrate {
+		// Destroy and migrate wait for the id's events to be
+		// acknowledged: a synchronous listener's, for the CONNECT_REQUEST
+		// its new id holds until that id's next call, as librdmacm. They
+		// go on in the background; teardown tells one that never returns.
 		s.background(sl, op)
 		return ""
 	}
