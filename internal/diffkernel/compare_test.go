@@ -205,25 +205,29 @@ func TestKnown(t *testing.T) {
 	// A bind after a failed one: documented only when an earlier bind of
 	// the id failed on the kernel.
 	for _, c := range []struct {
+		fl     Flavour
 		before string
+		kern   string
 		known  string
 	}{
-		{"s0[bind:EADDRINUSE>IDLE]", "kernel-bind-after-failed-bind"},
-		{"s0[create:ok>IDLE]", ""},
+		{IWARP, "s0[bind:EADDRINUSE>IDLE]", "s0[bind:ok>ADDR_BOUND]", "kernel-bind-after-failed-bind"},
+		{IB, "s0[bind:EADDRNOTAVAIL>IDLE]", "s0[bind:ENODEV>IDLE]", "kernel-bind-after-failed-bind"},
+		{IWARP, "s0[create:ok>IDLE]", "s0[bind:ok>ADDR_BOUND]", ""},
+		{IB, "s0[bind:EADDRINUSE>IDLE]", "s0[bind:EINVAL>IDLE]", ""},
 	} {
 		o := op(t, "s0 bind nonlocal:2")
-		_, d := newComparer(IWARP).compare(1, o, epoch(t, "s0[bind:EADDRNOTAVAIL>IDLE]"), epoch(t, "s0[bind:ok>ADDR_BOUND]"))
+		_, d := newComparer(c.fl).compare(1, o, epoch(t, "s0[bind:EADDRNOTAVAIL>IDLE]"), epoch(t, c.kern))
 		if d == nil {
 			t.Fatal("bind: no divergence")
 		}
-		k := matchKnown(&Match{Flavour: IWARP, Div: d, Seq: callseq.Seq{o},
+		k := matchKnown(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{o},
 			Soft: []Epoch{epoch(t, c.before), d.SoftEpoch}, Kernel: []Epoch{epoch(t, c.before), d.KernelEpoch}})
 		got := ""
 		if k != nil {
 			got = k.Name
 		}
 		if got != c.known {
-			t.Errorf("bind after %s: documented %q, want %q", c.before, got, c.known)
+			t.Errorf("bind after %s on %s, kernel %s: documented %q, want %q", c.before, c.fl, c.kern, got, c.known)
 		}
 	}
 	// Probes the kernel of one transport takes.

@@ -235,12 +235,14 @@ var Documented = []*Known{
 		Name: "kernel-bind-after-failed-bind",
 		Why: "a bind that failed (its port in use) leaves the kernel's id holding the device it looked up " +
 			"(bound_dev_if), and rdma_translate_ip then takes any address on that device unchecked: a later bind of an " +
-			"address no interface has succeeds there; cmrt refuses it with EADDRNOTAVAIL every time, as a first bind",
+			"address no interface has succeeds on iWARP, and fails ENODEV on RoCE (no GID for it); cmrt refuses it " +
+			"with EADDRNOTAVAIL every time, as a first bind",
 		Match: func(m *Match) bool {
 			d := m.Div
 			k, okK := call(d.KernelEpoch.Slots[d.Op.Slot], journal.CallBind)
 			s, okS := call(d.SoftEpoch.Slots[d.Op.Slot], journal.CallBind)
-			if d.Op.Call != journal.CallBind || !okK || !okS || k != 0 || s != int32(syscall.EADDRNOTAVAIL) {
+			if d.Op.Call != journal.CallBind || !okK || !okS || s != int32(syscall.EADDRNOTAVAIL) ||
+				(k != 0 && k != int32(syscall.ENODEV)) {
 				return false
 			}
 			for _, e := range m.Kernel[:max(len(m.Kernel)-1, 0)] {

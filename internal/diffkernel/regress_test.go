@@ -232,6 +232,14 @@ s0 bind local:1 => s0[bind:EADDRINUSE>IDLE]
 s0 bind nonlocal:2 => s0[bind:ok>ADDR_BOUND]
 `},
 	{
+		name: "bind-after-failed-bind/rxe", dev: "rxe0", known: "kernel-bind-after-failed-bind", kernel: `
+s0 create tcp ch0 => s0[create:ok>IDLE]
+s1 create tcp ch0 => s1[create:ok>IDLE]
+s1 bind wildcard:3 => s1[bind:ok>ADDR_BOUND]
+s0 bind local:3 => s0[bind:EADDRNOTAVAIL>IDLE]
+s0 bind nonlocal:1 => s0[bind:ENODEV>IDLE]
+`},
+	{
 		// Connect to a destination resolved on the bound device's link that no
 		// route leads to.
 		name: "connect-no-route", dev: "rxe0", known: "connect-no-route-unreachable", kernel: `
