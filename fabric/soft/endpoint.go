@@ -288,9 +288,18 @@ func (ep *endpoint) Listen(backlog int) error {
 		}
 	}
 	if ep.qp == fabric.UD {
-		err := ep.listenUDLocked(backlog)
+		s, err := ep.listenUDLocked()
 		ep.listened = err == nil
-		return err
+		if err != nil {
+			return err
+		}
+		// The socket already receives: a request sent once Listen has
+		// returned must find it listening, so the loop applies it before
+		// Listen returns (not in a later turn, after that request).
+		ep.mu.Unlock()
+		s.l.call(func() { s.listen(backlog) })
+		ep.mu.Lock()
+		return nil
 	}
 	if err := ep.f.ports.listen(ep.bind); err != nil {
 		return err

@@ -1,6 +1,8 @@
 package soft
 
 import (
+	"sync"
+
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
 )
@@ -104,3 +106,20 @@ const RTRSTag = rtrSTag
 // MRValid reports whether the region m (of a soft fabric) is still valid:
 // not invalidated by a peer's Send with Invalidate, nor deregistered.
 func MRValid(m fabric.MR) bool { return m.(*mr).valid.Load() }
+
+// HoldLoopAfterUDSockStart makes f's loops look at their descriptors
+// after every task, and the next UD socket f attaches run its start, then
+// hold its loop in a task until release is called: work posted meanwhile
+// runs after the loop's next look, so a test can put a datagram before it.
+func HoldLoopAfterUDSockStart(f *Fabric) (release func()) {
+	f.eng.testTaskBudget = 1
+	rel := make(chan struct{})
+	f.testHookUDSockPosted = func(l *loop) {
+		f.testHookUDSockPosted = nil
+		started := make(chan struct{})
+		l.post(func() { close(started); <-rel })
+		<-started
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(rel) }) }
+}

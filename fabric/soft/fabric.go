@@ -24,6 +24,9 @@ type Fabric struct {
 	// connections without an MPA Request (per source, in all) when set,
 	// by tests before they listen (listener.go).
 	halfOpenBounds [2]int
+	// testHookUDSockPosted, set by tests only, runs once a new UD socket's
+	// start is posted to its loop (ep.mu held).
+	testHookUDSockPosted func(l *loop)
 }
 
 type options struct {

@@ -28,7 +28,11 @@ type loop struct {
 func dispatch(p pollable, events uint32) { p.onEvents(events) }
 
 func newLoop(e *engine) (*loop, error) {
-	l, err := evloop.New(dispatch, evloop.WithName("soft"), evloop.WithLogger(e.log), evloop.WithMaxEvents(256))
+	opts := []evloop.Option{evloop.WithName("soft"), evloop.WithLogger(e.log), evloop.WithMaxEvents(256)}
+	if e.testTaskBudget > 0 {
+		opts = append(opts, evloop.WithTaskBudget(e.testTaskBudget))
+	}
+	l, err := evloop.New(dispatch, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -67,6 +71,9 @@ func (l *loop) unregister(fd int) {
 type engine struct {
 	log   zerolog.Logger
 	grace time.Duration
+	// testTaskBudget, set by tests only, bounds the tasks a loop runs
+	// between two looks at its descriptors.
+	testTaskBudget int
 
 	mu   sync.Mutex
 	cur  *loop

@@ -28,16 +28,11 @@ type udState struct {
 
 // listenUDLocked makes a bound UD endpoint answer SIDR requests. ep.mu is
 // held.
-func (ep *endpoint) listenUDLocked(backlog int) error {
+func (ep *endpoint) listenUDLocked() (*udSock, error) {
 	if err := ep.f.ports.listen(ep.bind); err != nil {
-		return err
+		return nil, err
 	}
-	s, err := ep.udSockLocked()
-	if err != nil {
-		return err
-	}
-	s.l.post(func() { s.listen(backlog) })
-	return nil
+	return ep.udSockLocked()
 }
 
 // connectUD sends a SIDR REQ: ESTABLISHED or UNREACHABLE follows.

@@ -352,6 +352,49 @@ func (r *rawPeer) recv() []byte {
 	return append([]byte(nil), buf[:n]...)
 }
 
+// A request sent once Listen has returned is a request to a listener, even
+// when the loop had attached the socket in an earlier turn and had not yet
+// looked at the listen (CI saw TestUDDuplicateRequests lose its requests
+// that way: answered "unsupported" before the listen took effect).
+func TestUDRequestRightAfterListenIsReported(t *testing.T) {
+	f := udFabric(t)
+	sch := newChannel(t, f)
+	lis := create(t, sch, id.PSUDP)
+	if err := lis.Bind(netip.AddrPortFrom(lo4, 0)); err != nil {
+		t.Fatal(err)
+	}
+	release := soft.HoldLoopAfterUDSockStart(f)
+	defer release()
+	errc := make(chan error, 1)
+	go func() { errc <- lis.Listen(0) }()
+	peer := newRawPeer(t)
+	req, _ := sidr.Append(nil, &sidr.Message{Type: sidr.TypeREQ, PortSpace: uint16(id.PSUDP), TID: 5, QKey: id.UDPQKey})
+	select {
+	case err := <-errc:
+		// Listen returned while its loop was held: the request now reaches
+		// the socket before the loop's next turn.
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer.send(lis.LocalAddr(), req)
+		time.Sleep(50 * time.Millisecond)
+		release()
+	case <-time.After(200 * time.Millisecond):
+		// Listen waits for the loop to apply it.
+		release()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		peer.send(lis.LocalAddr(), req)
+	}
+	ev := next(t, sch, id.EventConnectRequest)
+	t.Cleanup(func() { destroy(ev.ID) })
+	ack(t, ev)
+	if b := peer.recv(); b != nil {
+		t.Fatalf("answered before accept: %x", b)
+	}
+}
+
 func TestUDDuplicateRequests(t *testing.T) {
 	f := udFabric(t)
 	sch := newChannel(t, f)

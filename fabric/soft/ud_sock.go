@@ -140,6 +140,9 @@ func (ep *endpoint) udSockLocked() (*udSock, error) {
 	s := &udSock{l: l, f: ep.f, ep: ep, port: ep.bind.ud, local: ep.bind.addr, ps: ep.ps}
 	ep.ud.sock = s
 	l.post(s.start)
+	if h := ep.f.testHookUDSockPosted; h != nil {
+		h(l)
+	}
 	return s, nil
 }
 
@@ -152,6 +155,9 @@ func (s *udSock) start() {
 
 // listen makes the socket answer requests.
 func (s *udSock) listen(backlog int) {
+	if s.closed {
+		return
+	}
 	s.listening, s.backlog = true, backlog
 	if s.reqs == nil {
 		s.reqs = make(map[sidrKey]*sidrReq)
