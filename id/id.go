@@ -329,7 +329,9 @@ func ackTaken(ev *Event) {
 // Destroy destroys the id, as rdma_destroy_id: the fabric endpoint is
 // released at once (queued events for it are dropped, pending connection
 // requests on a listener are rejected) and no event is reported for the id
-// afterwards. Destroying twice fails with EINVAL.
+// afterwards. The id's QP, if CreateQP made one, is destroyed with it, as
+// rdma_destroy_ep does (a C program calls rdma_destroy_qp first).
+// Destroying twice fails with EINVAL.
 //
 // Then, as librdmacm's rdma_destroy_id, Destroy waits until every event
 // reported for the id has been acknowledged (CONNECT_REQUEST events count
