@@ -18,7 +18,8 @@
 //
 // -noafib makes any of them use the pre-AF_IB commands (BIND_IP,
 // RESOLVE_IP, QUERY_ROUTE, JOIN_IP_MCAST) instead of BIND, RESOLVE_ADDR,
-// QUERY and JOIN_MCAST.
+// QUERY and JOIN_MCAST. -cpuprofile FILE writes a CPU profile of the run
+// (for the VM figures of BENCHMARKS.md part 7).
 package main
 
 import (
@@ -28,6 +29,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -70,6 +72,7 @@ var (
 	ppSize   = fs.Int("size", 4096, "message size (pp-server, pp-client)")
 	ppIters  = fs.Int("iters", 1000, "iterations (pp-server, pp-client)")
 	ppEvents = fs.Bool("e", false, "wait for completion events instead of busy polling (pp-server, pp-client)")
+	cpuProf  = fs.String("cpuprofile", "", "write a CPU profile to this file")
 )
 
 var netip0 netip.AddrPort
@@ -78,16 +81,37 @@ var netip0 netip.AddrPort
 // forced to the *_IP commands.
 var fab = kernel.Default()
 
-func main() {
+func main() { os.Exit(kcheck()) }
+
+// kcheck is main: it returns the exit status once its deferred calls (the
+// profile's end) have run.
+func kcheck() int {
 	if len(os.Args) < 2 {
 		fmt.Fprintln(os.Stderr, "usage: kcheck devices|server|client|join|sync|errors|bench-server|bench-client|nodev|pp-server|pp-client [flags]")
-		os.Exit(2)
+		return 2
 	}
 	cmd := os.Args[1]
 	_ = fs.Parse(os.Args[2:])
 	if *noAFIB {
 		fab = kernel.New(kernel.WithAFIB(false), kernel.WithName("kernel-ip"))
 	}
+	if *cpuProf != "" {
+		stop, err := startProfile(*cpuProf)
+		if err != nil {
+			fmt.Printf("kcheck %s: FAIL: %v\n", cmd, err)
+			return 1
+		}
+		defer stop()
+	}
+	if err := run(cmd); err != nil {
+		fmt.Printf("kcheck %s: FAIL: %v\n", cmd, err)
+		return 1
+	}
+	fmt.Printf("kcheck %s: ok\n", cmd)
+	return 0
+}
+
+func run(cmd string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 	var err error
@@ -117,11 +141,20 @@ func main() {
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}
+	return err
+}
+
+// startProfile starts a CPU profile written to path; stop ends it.
+func startProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
 	if err != nil {
-		fmt.Printf("kcheck %s: FAIL: %v\n", cmd, err)
-		os.Exit(1)
+		return nil, err
 	}
-	fmt.Printf("kcheck %s: ok\n", cmd)
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 func ps() id.PortSpace {
