@@ -42,7 +42,9 @@ func TestCreateEP(t *testing.T) {
 		err error
 	}
 	done := make(chan served, 1)
+	exited := make(chan struct{}) // after the request's id is destroyed
 	go func() {
+		defer close(exited)
 		cm, err := lis.GetRequest()
 		if err != nil {
 			done <- served{err: err}
@@ -115,6 +117,7 @@ func TestCreateEP(t *testing.T) {
 		}
 	}
 	_ = cli.Destroy()
+	<-exited
 	_ = lis.Destroy()
 	if n := id.Live(); n > before {
 		t.Errorf("%d ids live at the end, %d at the start", n, before)
