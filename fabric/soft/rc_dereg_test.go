@@ -41,7 +41,10 @@ var termLocalWant = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPE
 
 func newStallPeer(t *testing.T, size int, access fabric.Access) *stallPeer {
 	t.Helper()
-	s := &stallPeer{f: soft.New(), buf: make([]byte, size)}
+	// The stream's last bytes (a Terminate) wait behind the stalled window
+	// until the test has filled 16 MiB with markers and drains: under -race
+	// on a loaded machine that outlasts the default 2 s linger.
+	s := &stallPeer{f: soft.New(soft.WithLinger(time.Minute)), buf: make([]byte, size)}
 	s.ch = newRCChan(t, s.f)
 	s.lis = listen(t, s.ch)
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
