@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -27,9 +28,9 @@ const (
 const (
 	recvFlag = 1 << 63
 
-	kData      = 1 // a data Write and its message: two send-queue slots
+	kData      = 1 // a data Write and its message: n send-queue slots (msgWRs)
 	kDirect    = 2 // a direct (iomap) Write: one send-queue slot
-	kIOMap     = 3 // an iomap entry Write and its message: two slots
+	kIOMap     = 3 // an iomap entry Write and its message: n slots (msgWRs)
 	kCredit    = 4 // a credit message, with or without an SGL Write: n control slots
 	kCtrl      = 5 // a control message: one control slot
 	kKeepalive = 6 // a zero-length Write: one control slot
@@ -78,6 +79,14 @@ type Conn struct {
 	rbuf, mbuf, tbuf, sbuf []byte
 	rmr, mmr, tmr, smr     id.MR
 	nslots                 int // receives posted: rqSize + extraRecvs
+
+	// msgSend is rsockets' RS_OPT_MSG_SEND, chosen from this side's
+	// device at createEP: message words go as 4-byte Sends after the
+	// Writes they announce (iWARP); otherwise as the immediate data of
+	// the Write itself, or of a zero-length Write (InfiniBand, RoCE).
+	// Either way the receiving side takes both forms.
+	msgSend bool
+	swr     fabric.SendWR // postImm's work request, under mu
 
 	mu        sync.Mutex
 	phase     phase
@@ -161,6 +170,7 @@ func (c *Conn) wakeAll() {
 func (c *Conn) createEP() error {
 	cfg := &c.cfg
 	c.nslots = cfg.rqSize + extraRecvs
+	c.msgSend = c.eng.msgSend(c.cm.DeviceName())
 	attr := &id.QPInitAttr{Cap: id.QPCap{MaxSendWR: cfg.sqSize, MaxRecvWR: c.nslots,
 		MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: max(cfg.inline, 64)}}
 	if err := c.cm.CreateQP(attr); err != nil {
