@@ -258,3 +258,15 @@ func TestTour(t *testing.T) {
 		t.Errorf("serve: %v", err)
 	}
 }
+
+// The rsocket snippet echoes its message over a connection on loopback.
+func TestTourEcho(t *testing.T) {
+	var err error
+	out := captureStdout(t, func() { err = echo("127.0.0.1:0") })
+	if err != nil {
+		t.Fatalf("echo: %v", err)
+	}
+	if want := "hello over RDMA\n"; out != want {
+		t.Fatalf("printed %q, want %q", out, want)
+	}
+}
