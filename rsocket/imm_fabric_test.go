@@ -169,6 +169,7 @@ type immQP struct {
 	nextS int // the next staging slot
 	frame [immFrameLen]byte
 	wr    fabric.SendWR
+	rwr   fabric.RecvWR
 }
 
 func (q *immQP) SendCQ() fabric.CQ { return q.scq }
@@ -228,8 +229,11 @@ func (q *immQP) PostRecv(wr *fabric.RecvWR) error {
 	}
 	s := q.nextS
 	q.nextS = (s + 1) % len(q.rq)
-	in := fabric.RecvWR{WRID: wr.WRID, Buf: q.stage[s*immFrameLen : (s+1)*immFrameLen], MR: q.stageMR}
-	if err := q.QP.PostRecv(&in); err != nil {
+	in := &q.rwr // the QP's own, as q.wr: posting allocates nothing
+	*in = fabric.RecvWR{WRID: wr.WRID, Buf: q.stage[s*immFrameLen : (s+1)*immFrameLen], MR: q.stageMR}
+	err := q.QP.PostRecv(in)
+	*in = fabric.RecvWR{}
+	if err != nil {
 		return err
 	}
 	q.rq[(q.rqH+q.rqN)%len(q.rq)] = immRecv{wrid: wr.WRID, buf: wr.Buf, slot: s}
