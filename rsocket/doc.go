@@ -54,5 +54,6 @@
 // the software fabric) or the one given with WithFabric. The software
 // fabric is iWARP on the wire: Sends after Writes. The kernel fabric
 // speaks either mode, by device: Sends on siw, Writes with Immediate on
-// rxe (RoCE) and InfiniBand devices.
+// rxe (RoCE), as on any InfiniBand device the kernel fabric has a verbs
+// provider for.
 package rsocket
