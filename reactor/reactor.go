@@ -7,6 +7,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/panjf2000/ants/v2"
 	"github.com/rs/zerolog"
@@ -104,6 +105,7 @@ type Reactor struct {
 	idle     chan struct{}
 
 	stats counters
+	lat   latency // handler latency, sampled (stats.go)
 }
 
 type counters struct {
@@ -142,7 +144,7 @@ func New(opts ...Option) (*Reactor, error) {
 		opts: o, log: o.Logger.With().Str("component", "reactor").Logger(),
 		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration),
 		live:   make(map[*registration]struct{}),
-		mboxes: make(map[any]*mailbox),
+		mboxes: make(map[any]*mailbox), lat: latency{base: time.Now()},
 	}
 	l, err := evloop.New(func(reg *registration, _ uint32) { r.drain(reg) },
 		evloop.WithName("reactor"), evloop.WithLogger(o.Logger), evloop.WithOnExit(r.exit))
@@ -503,6 +505,7 @@ func (r *Reactor) dispatchWC(reg *registration, wc *id.WC) {
 
 // handleWC runs one completion handler.
 func (r *Reactor) handleWC(reg *registration, wc *id.WC) {
+	defer r.lat.end(r.lat.beginWC())
 	defer func() {
 		if v := recover(); v != nil {
 			r.panicked(&PanicError{Value: v}, v)
@@ -627,6 +630,7 @@ func (r *Reactor) stopWorkers() {
 // handle runs one handler; Event.Handle acknowledges the event.
 func (r *Reactor) handle(ev *id.Event, h id.Handler) {
 	handle, typ := ev.ID.Handle(), ev.Type
+	defer r.lat.end(r.lat.begin(ev.Seq))
 	defer func() {
 		if v := recover(); v != nil {
 			r.panicked(&PanicError{ID: handle, Type: typ, Value: v}, v)
