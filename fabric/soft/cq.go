@@ -60,6 +60,7 @@ func (c *cq) Fd() int {
 
 // push queues a completion. Completions after close are dropped.
 func (c *cq) push(wc fabric.WC) {
+	countCompletion(wc.QPNum)
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()

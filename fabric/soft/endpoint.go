@@ -74,6 +74,7 @@ func (ep *endpoint) emitLocked(r *fabric.RawEvent) bool {
 		return false
 	}
 	r.UID = ep.uid
+	countEvent(ep.uid, r.Type)
 	return ep.src.q.Push(r) == nil
 }
 

@@ -330,6 +330,7 @@ func (p *rcPath) pump() {
 				return
 			}
 			p.txOff += n
+			countSent(c.fd, n)
 			p.completeSends()
 			continue
 		}
@@ -502,6 +503,7 @@ func (p *rcPath) emit() {
 	if !h.Last {
 		return
 	}
+	countSentMessage(p.c.fd)
 	switch m.kind {
 	case txSlot:
 		m.slot.endPos = p.txBase + uint64(len(p.tx))
@@ -533,6 +535,7 @@ func (p *rcPath) sourceGone() {
 // into the deframer until it is drained or the budget is spent.
 func (p *rcPath) rx(b []byte) {
 	c := p.c
+	countReceived(c.fd, len(b))
 	if _, err := p.df.Write(b); err != nil {
 		return
 	}
@@ -553,6 +556,7 @@ func (p *rcPath) rx(b []byte) {
 			return
 		}
 		_ = p.df.Commit(n)
+		countReceived(c.fd, n)
 		p.drain()
 		budget -= n
 	}
@@ -602,6 +606,7 @@ func (p *rcPath) handle(u []byte) {
 		p.terminate(iwarp.TerminateFor(err, u), u, err)
 		return
 	}
+	countReceivedMessage(p.c.fd, h.Last)
 	switch h.Op {
 	case iwarp.OpSend, iwarp.OpSendInv, iwarp.OpSendSE, iwarp.OpSendSEInv:
 		p.rxSend(h, payload, u)
