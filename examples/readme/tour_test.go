@@ -8,13 +8,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"net/netip"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/reactor"
+	"github.com/cmrt/cmrt/reactor/promcollector"
 	"github.com/cmrt/cmrt/rsocket"
 )
 
@@ -136,4 +141,11 @@ func echo(addr string) error {
 	}
 	fmt.Println(string(reply)) // hello over RDMA
 	return <-done
+}
+
+func metricsHandler(r *reactor.Reactor) (http.Handler, func()) {
+	c := promcollector.New(promcollector.WithReactor("server", r))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), c.Close // serve at /metrics
 }
