@@ -27,6 +27,7 @@ type ID struct {
 	ps      PortSpace
 	qpType  QPType
 	journal *journal.Journal
+	ref     entry // what the handle table points to: {id: the id itself}
 
 	mu        sync.Mutex
 	cond      sync.Cond // signalled when completed grows, on mu
@@ -121,7 +122,15 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 		}
 	}
 	i.fabric = i.src.Fabric()
-	i.uid = addHandle(entry{id: i})
+	i.ref.id = i
+	uid, err := addHandle("create_id", &i.ref)
+	if err != nil {
+		if i.sync {
+			_ = i.src.Close()
+		}
+		return nil, err
+	}
+	i.uid = uid
 	ep, err := i.src.Create(i.uid, ps, o.qp)
 	if err != nil {
 		removeHandle(i.uid)
