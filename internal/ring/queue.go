@@ -37,10 +37,11 @@ type Queue[T any] struct {
 	signal    chan struct{} // one token while entries may wait for a blocked Pop or Wait
 	done      chan struct{} // closed by Close
 
-	mu     sync.Mutex
-	r      Ring[T]
-	efd    *poll.EventFD // nil until Fd
-	closed bool
+	mu      sync.Mutex
+	r       Ring[T]
+	efd     *poll.EventFD // nil until Fd
+	waiters int           // goroutines blocked in Pop or Wait: only they need the token
+	closed  bool
 }
 
 // NewQueue returns an empty queue whose ring starts with room for size
@@ -107,8 +108,9 @@ func (q *Queue[T]) wake() {
 func (q *Queue[T]) Push(v *T) error {
 	q.mu.Lock()
 	err := q.pushLocked(v)
+	w := q.waiters > 0
 	q.mu.Unlock()
-	if err == nil {
+	if err == nil && w {
 		q.wake()
 	}
 	return err
@@ -123,8 +125,28 @@ func (q *Queue[T]) PushAll(vs []T) error {
 			break
 		}
 	}
+	w := q.waiters > 0
 	q.mu.Unlock()
-	q.wake()
+	if w {
+		q.wake()
+	}
+	return err
+}
+
+// await blocks a Pop or Wait that found the queue empty (q.mu is held, and
+// is held again when it returns) until a push, Close or ctx's end.
+func (q *Queue[T]) await(ctx context.Context) error {
+	q.waiters++
+	q.mu.Unlock()
+	var err error
+	select {
+	case <-q.signal:
+	case <-q.done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	q.mu.Lock()
+	q.waiters--
 	return err
 }
 
@@ -143,30 +165,28 @@ func (q *Queue[T]) popLocked(out *T) {
 // returns the closed error, also while entries were left in it (Close
 // hands them to its caller).
 func (q *Queue[T]) Pop(ctx context.Context, block bool, out *T) error {
+	q.mu.Lock()
 	for {
-		q.mu.Lock()
 		if q.closed {
 			q.mu.Unlock()
 			return q.errClosed
 		}
 		if q.r.Len() > 0 {
 			q.popLocked(out)
-			more := q.r.Len() > 0
+			more := q.r.Len() > 0 && q.waiters > 0
 			q.mu.Unlock()
 			if more {
 				q.wake() // pass the token on to another blocked Pop
 			}
 			return nil
 		}
-		q.mu.Unlock()
 		if !block {
+			q.mu.Unlock()
 			return ErrAgain
 		}
-		select {
-		case <-q.signal:
-		case <-q.done:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := q.await(ctx); err != nil {
+			q.mu.Unlock()
+			return err
 		}
 	}
 }
@@ -192,21 +212,20 @@ func (q *Queue[T]) PopN(out []T) int {
 // Wait returns once the queue is not empty, when ctx ends (ctx.Err()) or
 // once it is closed (the closed error).
 func (q *Queue[T]) Wait(ctx context.Context) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	for {
-		q.mu.Lock()
-		n, closed := q.r.Len(), q.closed
-		q.mu.Unlock()
-		if closed {
+		if q.closed {
 			return q.errClosed
 		}
-		if n > 0 {
+		if q.r.Len() > 0 {
+			if q.waiters > 0 {
+				q.wake() // another waiter may want to know too
+			}
 			return nil
 		}
-		select {
-		case <-q.signal:
-		case <-q.done:
-		case <-ctx.Done():
-			return ctx.Err()
+		if err := q.await(ctx); err != nil {
+			return err
 		}
 	}
 }

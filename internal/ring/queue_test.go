@@ -105,9 +105,44 @@ func TestQueueWithoutFdMakesNoDescriptor(t *testing.T) {
 	q.Close()
 }
 
+// waitBlocked waits (bounded) until n goroutines are blocked in q's Pop or
+// Wait, so that a test pushes to a waiter rather than racing it.
+func waitBlocked[T any](t *testing.T, q *Queue[T], n int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		q.mu.Lock()
+		w := q.waiters
+		q.mu.Unlock()
+		if w == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d goroutines blocked, want %d", w, n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestQueueBlockingPopAndWait: a blocked Wait returns on a push, a blocked
+// Pop gets the pushed entry, both give up at their context's end and both
+// return the queue's own closed error across Close. (Wait and Pop are
+// blocked one at a time: with both blocked on one push, a Pop that takes
+// the entry first rightly leaves Wait waiting.)
 func TestQueueBlockingPopAndWait(t *testing.T) {
 	errOwn := errors.New("own closed error")
 	q := NewQueue[int](0, errOwn)
+	waited := make(chan error)
+	go func() { waited <- q.Wait(context.Background()) }()
+	waitBlocked(t, q, 1)
+	v := 7
+	_ = q.Push(&v)
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Pop(context.Background(), false, &v); err != nil || v != 7 {
+		t.Fatalf("Pop after Wait = %d, %v", v, err)
+	}
 	got := make(chan int)
 	go func() {
 		var v int
@@ -116,14 +151,10 @@ func TestQueueBlockingPopAndWait(t *testing.T) {
 		}
 		got <- v
 	}()
-	waited := make(chan error)
-	go func() { waited <- q.Wait(context.Background()) }()
-	v := 7
+	waitBlocked(t, q, 1)
+	v = 8
 	_ = q.Push(&v)
-	if err := <-waited; err != nil {
-		t.Fatal(err)
-	}
-	if v := <-got; v != 7 {
+	if v := <-got; v != 8 {
 		t.Fatalf("blocked Pop got %d", v)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
@@ -135,9 +166,51 @@ func TestQueueBlockingPopAndWait(t *testing.T) {
 		t.Fatalf("Wait past deadline = %v", err)
 	}
 	go func() { waited <- q.Wait(context.Background()) }()
+	waitBlocked(t, q, 1)
 	q.Close()
 	if err := <-waited; err != errOwn {
 		t.Fatalf("Wait across Close = %v", err)
+	}
+}
+
+// TestQueueBlockedPopAndWaitBothWake: with a Pop and a Wait blocked, two
+// pushes reach both (the token is passed on while entries and waiters
+// remain).
+func TestQueueBlockedPopAndWaitBothWake(t *testing.T) {
+	q := NewQueue[int](0, nil)
+	defer q.Close()
+	got := make(chan int, 1)
+	go func() {
+		var v int
+		if err := q.Pop(context.Background(), true, &v); err != nil {
+			v = -1
+		}
+		got <- v
+	}()
+	waited := make(chan error, 1)
+	go func() { waited <- q.Wait(context.Background()) }()
+	waitBlocked(t, q, 2)
+	for v := range 2 {
+		_ = q.Push(&v)
+	}
+	if err := <-waited; err != nil {
+		t.Fatal(err)
+	}
+	if v := <-got; v != 0 {
+		t.Fatalf("blocked Pop got %d", v)
+	}
+}
+
+// TestQueuePushWithoutWaiterLeavesNoToken: pushes nobody waits for do not
+// touch the wake channel (the common case costs no channel operation).
+func TestQueuePushWithoutWaiterLeavesNoToken(t *testing.T) {
+	q := NewQueue[int](0, nil)
+	defer q.Close()
+	for v := range 3 {
+		_ = q.Push(&v)
+	}
+	if len(q.signal) != 0 {
+		t.Fatal("a push with no waiter left a wake token")
 	}
 }
 
