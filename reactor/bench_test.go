@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/panjf2000/ants/v2"
+
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/reactor"
@@ -126,4 +128,41 @@ func BenchmarkGoChannelFanout(b *testing.B) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// The two benchmarks below decided how the reactor starts a worker for a
+// mailbox that became runnable while fewer than Options.Workers run (under
+// load, running workers go from mailbox to mailbox without any hand-off,
+// either way): a plain goroutine (what the reactor does) against handing
+// the mailbox to an idle worker of a private ants pool. Each iteration
+// starts one piece of work and waits for it to signal, as an idle reactor
+// does for the first event of a burst.
+
+// BenchmarkHandoffGoroutine starts a goroutine per piece of work.
+func BenchmarkHandoffGoroutine(b *testing.B) {
+	done := make(chan struct{})
+	fn := func() { done <- struct{}{} }
+	b.ReportAllocs()
+	for b.Loop() {
+		go fn()
+		<-done
+	}
+}
+
+// BenchmarkHandoffAntsInvoke hands each piece of work to a private ants
+// pool of 4 (ants.NewPoolWithFuncGeneric, non-blocking).
+func BenchmarkHandoffAntsInvoke(b *testing.B) {
+	done := make(chan struct{})
+	pool, err := ants.NewPoolWithFuncGeneric(4, func(int) { done <- struct{}{} }, ants.WithNonblocking(true))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer pool.Release()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := pool.Invoke(0); err != nil {
+			b.Fatal(err)
+		}
+		<-done
+	}
 }
