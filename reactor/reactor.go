@@ -633,15 +633,15 @@ func (r *Reactor) Stats() Stats {
 
 // Close stops the reactor: it stops reading channels (the channels stay
 // open and keep their queued events), waits until the events already taken
-// have been handled and running handlers returned, then releases the worker
-// pool and the loop's descriptors.
+// have been handled, running handlers returned and the workers exited, then
+// releases the loop's descriptors.
 //
 // If ctx ends first, Close returns its error at once, with workers and
 // inline alike: events no handler has started are then acknowledged
 // without their handlers (connection requests among them are rejected and
 // their new ids destroyed), and a handler still running is left to return.
 // Nothing leaks: the loop releases its descriptors when it exits, after
-// that handler, and the pool's workers exit when their handlers return. A
+// that handler, and the workers exit when their handlers return. A
 // later Close waits again, with its own context, for all of that to end,
 // and returns nil once it has. Closing a closed reactor is a no-op; Close
 // must not be called from a handler.
