@@ -33,9 +33,9 @@ const dispatchBatch = 8192
 // intervals. (An earlier version injected
 // while the reactor ran and spun on runtime.Gosched to keep 4096 events in
 // flight: its figures swung 0.4-2.2x between repetitions.)
-func benchDispatch(b *testing.B, workers int) {
+func benchDispatch(b *testing.B, workers int, opts ...reactor.Option) {
 	const nids = 64
-	fx := newFixture(b, nids, reactor.WithWorkers(workers), reactor.WithMaxPending(1<<16))
+	fx := newFixture(b, nids, append([]reactor.Option{reactor.WithWorkers(workers), reactor.WithMaxPending(1 << 16)}, opts...)...)
 	var done, goal atomic.Int64
 	finished := make(chan struct{}, 1)
 	h := handlers.Func(func(*id.Event) error {
@@ -96,6 +96,11 @@ func cpuTime() time.Duration {
 func BenchmarkDispatchInline(b *testing.B) { benchDispatch(b, 0) }
 func BenchmarkDispatchPool4(b *testing.B)  { benchDispatch(b, 4) }
 func BenchmarkDispatchPool8(b *testing.B)  { benchDispatch(b, 8) }
+
+// BenchmarkDispatchInlineBatch256 is DispatchInline with Options.Batch 256
+// (the default is 64): what a server with all its ids on one channel gains
+// by raising it (see Options).
+func BenchmarkDispatchInlineBatch256(b *testing.B) { benchDispatch(b, 0, reactor.WithBatch(256)) }
 
 // BenchmarkGoChannelFanout is the baseline: the same number of events
 // handed to four goroutines through buffered Go channels, keyed by id.
