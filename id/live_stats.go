@@ -29,14 +29,13 @@ func CountLive() map[LiveKey]int {
 	return out
 }
 
-// eachLive calls f for every id in the handle table. f runs with the
-// table's lock held: it must not block or take an id's lock.
+// eachLive calls f for every id in the handle table (a lock-free walk: an
+// id created or destroyed meanwhile may or may not be seen).
 func eachLive(f func(*ID)) {
-	handles.Lock()
-	defer handles.Unlock()
-	for _, e := range handles.m {
+	handles.Range(func(_ uint64, e *entry) bool {
 		if e.id != nil {
 			f(e.id)
 		}
-	}
+		return true
+	})
 }
