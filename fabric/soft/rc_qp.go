@@ -1,6 +1,6 @@
 package soft
 
-// The RC data path (rcqp.go: the QP and its rings; rc_path.go: the wire).
+// The RC data path (rc_qp.go: the QP and its rings; rc_path.go: the wire).
 //
 // Semantics, in brief:
 //   - A QP may exist before its connection. Receives posted before RTS are

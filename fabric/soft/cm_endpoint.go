@@ -30,13 +30,13 @@ type endpoint struct {
 	gateway       netip.Addr
 	mtu           int
 	addrResolved  bool
-	resolveGen    uint64 // counts resolutions: a late neighbour poll finds another (neigh.go)
+	resolveGen    uint64 // counts resolutions: a late neighbour poll finds another (net_neigh.go)
 	routeResolved bool
 	conn          *conn
 	lis           *listener
 	discReported  bool
 	listened      bool // Listen succeeded: queued events may carry requests' endpoints
-	removed       bool // DEVICE_REMOVAL reported: nothing more is (netmon.go)
+	removed       bool // DEVICE_REMOVAL reported: nothing more is (net_monitor.go)
 	opt           epOptions
 	ud            udState  // UD ids: SIDR socket, QP, groups (ud_endpoint.go)
 	pd            *pd      // the id's protection domain, made on first use (mr.go)
@@ -183,7 +183,7 @@ func (ep *endpoint) bindLocked(addr netip.AddrPort) error {
 // one) fails the call itself with the routing errno (ENETUNREACH, ...),
 // leaving the id bound: to src, else to the wildcard address of dst's
 // family, with a port. A route found is followed by ADDR_RESOLVED once the
-// next hop's link-layer address is known (neigh.go), by ADDR_ERROR with
+// next hop's link-layer address is known (net_neigh.go), by ADDR_ERROR with
 // -ETIMEDOUT when it does not answer within timeout, or with -ENODEV when
 // the route's source address is on no device of the fabric. An id bound
 // by the call with no src is bound to the source address the route picks.
@@ -310,7 +310,7 @@ func (ep *endpoint) Listen(backlog int) error {
 		return einval("listen: socket in use")
 	}
 	// The kernel's accept queue only holds connections until the loop
-	// takes them into the listener's pool (listener.go): size it as the
+	// takes them into the listener's pool (rc_listener.go): size it as the
 	// pool, so that a burst of connects loses no SYN.
 	_, queue := ep.f.halfOpenLimits(backlog)
 	if err := unix.Listen(fd, queue); err != nil {
@@ -531,7 +531,7 @@ func (ep *endpoint) SetOption(level fabric.OptionLevel, name fabric.OptionName, 
 	return nil
 }
 
-// Join implements fabric.Endpoint: UD ids join IP multicast groups (mcast.go).
+// Join implements fabric.Endpoint: UD ids join IP multicast groups (ud_mcast.go).
 func (ep *endpoint) Join(uid uint64, group netip.Addr, sendOnly bool) error {
 	if ep.qp == fabric.UD {
 		return ep.joinUD(uid, group, sendOnly)
