@@ -34,6 +34,7 @@ type endpoint struct {
 	routeResolved bool
 	conn          *conn
 	lis           *listener
+	qpRC          *rcQP // the RC QP, created before or after the connection (rc_qp.go)
 	discReported  bool
 	listened      bool // Listen succeeded: queued events may carry requests' endpoints
 	removed       bool // DEVICE_REMOVAL reported: nothing more is (net_monitor.go)

@@ -182,7 +182,7 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 			p.arm(hold, p.release)
 		}
 	}
-	if q := lookupRCQP(c.ep); q != nil {
+	if q := c.ep.rcQP(); q != nil {
 		p.attach(q)
 	} else {
 		p.pump() // the RTR goes out even before there is a QP
@@ -975,7 +975,7 @@ func (c *conn) closeDataPath() {
 		c.dp.shutdown()
 		return
 	}
-	if q := lookupRCQP(c.ep); q != nil {
+	if q := c.ep.rcQP(); q != nil {
 		q.fail(0)
 	}
 }

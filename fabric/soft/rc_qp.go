@@ -117,20 +117,16 @@ type rcQP struct {
 // per fabric.
 var rcQPNum atomic.Uint32
 
-// rcQPs maps an endpoint to its queue pair, so the connection finds it when
-// it reaches RTS whether the QP was created before or after connect.
-var rcQPs = struct {
-	sync.Mutex
-	m map[*endpoint]*rcQP
-}{m: make(map[*endpoint]*rcQP)}
-
-func lookupRCQP(ep *endpoint) *rcQP {
+// rcQP returns the endpoint's RC queue pair, if it has one: the
+// connection looks it up when it reaches RTS, whether the QP was created
+// before or after connect.
+func (ep *endpoint) rcQP() *rcQP {
 	if ep == nil {
 		return nil
 	}
-	rcQPs.Lock()
-	defer rcQPs.Unlock()
-	return rcQPs.m[ep]
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	return ep.qpRC
 }
 
 func queueDepth(n int) (int, error) {
@@ -178,22 +174,14 @@ func (ep *endpoint) createRCQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 		q.rcq.close()
 		return nil, err
 	}
-	rcQPs.Lock()
-	_, dup := rcQPs.m[ep]
-	if !dup {
-		rcQPs.m[ep] = q
-	}
-	rcQPs.Unlock()
 	ep.mu.Lock()
-	c, gone := ep.conn, ep.destroyed
+	c, gone, dup := ep.conn, ep.destroyed, ep.qpRC != nil
+	if !gone && !dup {
+		ep.qpRC = q
+	}
 	ep.mu.Unlock()
 	if dup || gone {
 		q.release()
-		if !dup {
-			rcQPs.Lock()
-			delete(rcQPs.m, ep)
-			rcQPs.Unlock()
-		}
 		return nil, einval("create_qp: endpoint has a QP or is destroyed")
 	}
 	if c != nil {
@@ -470,11 +458,11 @@ func (q *rcQP) Destroy() error {
 	q.destroyed = true
 	p := q.path
 	q.mu.Unlock()
-	rcQPs.Lock()
-	if rcQPs.m[q.ep] == q {
-		delete(rcQPs.m, q.ep)
+	q.ep.mu.Lock()
+	if q.ep.qpRC == q {
+		q.ep.qpRC = nil
 	}
-	rcQPs.Unlock()
+	q.ep.mu.Unlock()
 	if p != nil {
 		p.c.l.call(func() { p.detachQP(q) })
 	}
