@@ -17,7 +17,7 @@ import (
 type endpoint struct {
 	f  *Fabric
 	ps fabric.PortSpace
-	qp fabric.QPType
+	tp transport // what RC and UD ids do their own way (cm_transport.go)
 
 	mu            sync.Mutex
 	uid           uint64
@@ -32,14 +32,10 @@ type endpoint struct {
 	addrResolved  bool
 	resolveGen    uint64 // counts resolutions: a late neighbour poll finds another (net_neigh.go)
 	routeResolved bool
-	conn          *conn
-	lis           *listener
-	qpRC          *rcQP // the RC QP, created before or after the connection (rc_qp.go)
 	discReported  bool
 	listened      bool // Listen succeeded: queued events may carry requests' endpoints
 	removed       bool // DEVICE_REMOVAL reported: nothing more is (net_monitor.go)
 	opt           epOptions
-	ud            udState  // UD ids: SIDR socket, QP, groups (ud_endpoint.go)
 	pd            *pd      // the id's protection domain, made on first use (mr.go)
 	copiers       [2]*loop // loops that move the id's data: RC connection's, UD QP's
 }
@@ -48,13 +44,6 @@ type epOptions struct {
 	tos, ack      uint8
 	tosSet, ackOn bool
 	reuse, afonly bool
-}
-
-func (ep *endpoint) tr() transport {
-	if ep.qp == fabric.UD {
-		return udp
-	}
-	return tcp
 }
 
 func einval(format string, args ...any) error {
@@ -166,7 +155,7 @@ func (ep *endpoint) bindLocked(addr netip.AddrPort) error {
 		}
 		dev = d
 	}
-	b, err := ep.f.ports.bind(ep.tr(), netip.AddrPortFrom(a, addr.Port()), ep.opt.reuse, ep.opt.afonly)
+	b, err := ep.f.ports.bind(ep.tp.proto(), netip.AddrPortFrom(a, addr.Port()), ep.opt.reuse, ep.opt.afonly)
 	if err != nil {
 		return err
 	}
@@ -281,7 +270,7 @@ func (ep *endpoint) ResolveRoute(time.Duration) error {
 func (ep *endpoint) Listen(backlog int) error {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	if ep.destroyed || ep.lis != nil {
+	if ep.destroyed {
 		return einval("listen: listening or destroyed")
 	}
 	if ep.bind == nil {
@@ -289,213 +278,28 @@ func (ep *endpoint) Listen(backlog int) error {
 			return err
 		}
 	}
-	if ep.qp == fabric.UD {
-		s, err := ep.listenUDLocked()
-		ep.listened = err == nil
-		if err != nil {
-			return err
-		}
-		// The socket already receives: a request sent once Listen has
-		// returned must find it listening, so the loop applies it before
-		// Listen returns (not in a later turn, after that request).
-		ep.mu.Unlock()
-		s.l.call(func() { s.listen(backlog) })
-		ep.mu.Lock()
-		return nil
-	}
-	if err := ep.f.ports.listen(ep.bind); err != nil {
+	if err := ep.tp.listenLocked(backlog); err != nil {
 		return err
 	}
-	fd := ep.bind.fd
-	if fd < 0 {
-		return einval("listen: socket in use")
-	}
-	// The kernel's accept queue only holds connections until the loop
-	// takes them into the listener's pool (rc_listener.go): size it as the
-	// pool, so that a burst of connects loses no SYN.
-	_, queue := ep.f.halfOpenLimits(backlog)
-	if err := unix.Listen(fd, queue); err != nil {
-		return fmt.Errorf("soft: listen %s: %w", ep.local, err)
-	}
-	l, err := ep.f.eng.acquire()
-	if err != nil {
-		return err
-	}
-	ep.bind.takeFD()
-	lis := &listener{l: l, f: ep.f, ep: ep, fd: fd, backlog: backlog}
-	ep.lis = lis
 	ep.listened = true
-	l.post(lis.start)
-	return nil
-}
-
-// checkCaps applies ucma_valid_param: read depths above the device cap
-// (0xFF aside) are EINVAL.
-func checkCaps(p *fabric.ConnParam) error {
-	for _, v := range []uint8{p.ResponderResources, p.InitiatorDepth} {
-		if v != 0xFF && v > maxRdAtom {
-			return einval("read depth %d over the device cap %d", v, maxRdAtom)
-		}
-	}
 	return nil
 }
 
 // Connect implements fabric.Endpoint.
-func (ep *endpoint) Connect(p *fabric.ConnParam) error {
-	if ep.qp == fabric.UD {
-		return ep.connectUD(p)
-	}
-	if err := checkCaps(p); err != nil {
-		return err
-	}
-	ep.mu.Lock()
-	if ep.destroyed || ep.bind == nil || ep.conn != nil || !ep.remote.IsValid() {
-		ep.mu.Unlock()
-		return einval("connect: route not resolved")
-	}
-	fd := ep.bind.fd
-	if fd < 0 {
-		ep.mu.Unlock()
-		return einval("connect: socket in use")
-	}
-	l, err := ep.f.eng.acquire()
-	if err != nil {
-		ep.mu.Unlock()
-		return err
-	}
-	ep.bind.takeFD()
-	param := *p
-	param.PrivateData = append([]byte(nil), p.PrivateData...)
-	c := &conn{l: l, f: ep.f, fd: fd, state: csConnecting, active: true, ep: ep, param: param}
-	remote := ep.remote
-	ep.mu.Unlock()
-
-	// The id's calls are serialized: no other Connect, nor Destroy, runs
-	// until this returns, and c stays private until it is published.
-	cerr := ep.dial(c, remote)
-	ep.mu.Lock()
-	if cerr == unix.EADDRNOTAVAIL {
-		// The connection from this port to the peer exists already (in
-		// TIME_WAIT, most often) and the id's port was bound explicitly:
-		// fail the call as siw's connect does, leaving the id bound and
-		// able to try again. The socket goes back to the binding.
-		local := ep.local
-		ep.bind.fd = c.fd
-		ep.mu.Unlock()
-		ep.f.eng.release(l)
-		return fmt.Errorf("soft: connect from %s to %s: the connection exists: %w", local, remote, syscall.EADDRNOTAVAIL)
-	}
-	ep.conn, ep.copiers[0] = c, l
-	ep.mu.Unlock()
-	if cerr == unix.EINPROGRESS {
-		cerr = nil
-	}
-	l.post(func() { c.startActive(cerr) })
-	return nil
-}
-
-// maxRedials bounds how many other ports dial tries.
-const maxRedials = 8
-
-// dial starts c's TCP connection. When connect(2) says EADDRNOTAVAIL (a
-// connection from the same port to the same peer exists, in TIME_WAIT most
-// often) and the fabric chose the id's port, the id moves to another port
-// and tries again, as the kernel's autobind would have skipped that port;
-// an id bound to an explicit port gets the error. c is not yet shared.
-func (ep *endpoint) dial(c *conn, remote netip.AddrPort) error {
-	for tries := 0; ; tries++ {
-		ep.applySockopts(c.fd, c.param.RetryCount)
-		err := unix.Connect(c.fd, sockaddr(remote))
-		if err != unix.EADDRNOTAVAIL || tries == maxRedials {
-			return err
-		}
-		ep.mu.Lock()
-		b := ep.bind
-		if !b.auto {
-			ep.mu.Unlock()
-			return err
-		}
-		nb, merr := ep.f.ports.move(b)
-		if merr != nil {
-			ep.mu.Unlock()
-			return err
-		}
-		_ = unix.Close(c.fd)
-		c.fd = nb.takeFD()
-		ep.bind = nb
-		ep.local = netip.AddrPortFrom(ep.local.Addr(), nb.addr.Port())
-		ep.mu.Unlock()
-		ep.f.log.Debug().Uint16("from", b.addr.Port()).Uint16("to", nb.addr.Port()).Stringer("peer", remote).Msg("connection exists: moved to another port")
-	}
-}
+func (ep *endpoint) Connect(p *fabric.ConnParam) error { return ep.tp.connect(p) }
 
 // Accept implements fabric.Endpoint.
-func (ep *endpoint) Accept(uid uint64, p *fabric.ConnParam) error {
-	if ep.qp == fabric.UD {
-		return ep.acceptUD(uid, p)
-	}
-	if err := checkCaps(p); err != nil {
-		return err
-	}
-	ep.mu.Lock()
-	c := ep.conn
-	if ep.destroyed || c == nil || uid == 0 {
-		ep.mu.Unlock()
-		return einval("accept: no connection request")
-	}
-	ep.uid = uid
-	ep.mu.Unlock()
-	param := *p
-	param.PrivateData = append([]byte(nil), p.PrivateData...)
-	var err error
-	c.l.call(func() {
-		if c.state == csReqRecv {
-			ep.applySockopts(c.fd, 7)
-		}
-		err = c.accept(&param)
-	})
-	if err != nil {
-		return fmt.Errorf("soft: accept: connection request gone: %w", err)
-	}
-	return nil
-}
+func (ep *endpoint) Accept(uid uint64, p *fabric.ConnParam) error { return ep.tp.accept(uid, p) }
 
 // Reject implements fabric.Endpoint.
-func (ep *endpoint) Reject(pd []byte) error {
-	if ep.qp == fabric.UD {
-		return ep.rejectUD(append([]byte(nil), pd...))
-	}
-	ep.mu.Lock()
-	c := ep.conn
-	ep.mu.Unlock()
-	if c == nil {
-		return einval("reject: no connection request")
-	}
-	pd = append([]byte(nil), pd...)
-	c.l.call(func() { c.reject(pd) })
-	return nil
-}
+func (ep *endpoint) Reject(pd []byte) error { return ep.tp.reject(pd) }
 
 // Establish implements fabric.Endpoint. Soft ids always have their QP, so the
 // CM never stops at CONNECT_RESPONSE.
 func (ep *endpoint) Establish() error { return einval("establish: not waiting for it") }
 
 // Disconnect implements fabric.Endpoint.
-func (ep *endpoint) Disconnect() error {
-	ep.mu.Lock()
-	c := ep.conn
-	if !ep.discReported && c != nil {
-		ep.discReported = true
-		r := fabric.RawEvent{Type: fabric.EventDisconnected}
-		ep.emitLocked(&r)
-	}
-	ep.mu.Unlock()
-	if c == nil {
-		return einval("disconnect: not connected")
-	}
-	c.l.post(c.disconnect)
-	return nil
-}
+func (ep *endpoint) Disconnect() error { return ep.tp.disconnect() }
 
 // SetOption implements fabric.Endpoint.
 func (ep *endpoint) SetOption(level fabric.OptionLevel, name fabric.OptionName, val []byte) error {
@@ -532,20 +336,28 @@ func (ep *endpoint) SetOption(level fabric.OptionLevel, name fabric.OptionName, 
 	return nil
 }
 
-// Join implements fabric.Endpoint: UD ids join IP multicast groups (ud_mcast.go).
+// Join implements fabric.Endpoint: UD ids join IP multicast groups
+// (ud_mcast.go), RC ids cannot (ENOSYS).
 func (ep *endpoint) Join(uid uint64, group netip.Addr, sendOnly bool) error {
-	if ep.qp == fabric.UD {
-		return ep.joinUD(uid, group, sendOnly)
-	}
-	return fmt.Errorf("soft: multicast: %w", syscall.ENOSYS)
+	return ep.tp.join(uid, group, sendOnly)
 }
 
 // Leave implements fabric.Endpoint.
-func (ep *endpoint) Leave(group netip.Addr) error {
-	if ep.qp == fabric.UD {
-		return ep.leaveUD(group)
+func (ep *endpoint) Leave(group netip.Addr) error { return ep.tp.leave(group) }
+
+// CreateQP implements fabric.QPCreator: RC endpoints get an iWARP queue
+// pair on their TCP connection, UD endpoints a datagram queue pair on their
+// UDP socket. The id must be bound to a device (an address that is not a
+// wildcard, by Bind, ResolveAddr or a connection request), as librdmacm's
+// rdma_create_qp needs id->verbs: EINVAL otherwise.
+func (ep *endpoint) CreateQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
+	ep.mu.Lock()
+	bound := ep.onDeviceLocked()
+	ep.mu.Unlock()
+	if !bound {
+		return nil, einval("create_qp: id not bound to a device")
 	}
-	return fmt.Errorf("soft: multicast: %w", syscall.ENOSYS)
+	return ep.tp.createQP(attr)
 }
 
 // Notify implements fabric.Endpoint; soft QPs raise no asynchronous events the
@@ -560,40 +372,10 @@ func (ep *endpoint) Query() (fabric.Route, error) {
 	if ep.dev != nil {
 		r.Device, r.PortNum = ep.dev.info.Name, 1
 	}
-	if ep.routeResolved || ep.conn != nil {
+	if ep.routeResolved || ep.tp.connectedLocked() {
 		r.NumPaths = 1
 	}
 	return r, nil
-}
-
-// newChild makes the endpoint of a connection request arriving on ep.
-func (ep *endpoint) newChild(c *conn, local, remote netip.AddrPort) (*endpoint, error) {
-	ep.mu.Lock()
-	src, opt := ep.src, ep.opt
-	ep.mu.Unlock()
-	dev, _ := ep.f.devs.byLocalAddr(local.Addr())
-	child := &endpoint{f: ep.f, ps: ep.ps, qp: ep.qp, src: src, local: local, remote: remote,
-		dev: dev, conn: c, addrResolved: true, routeResolved: true}
-	child.copiers[0] = c.l
-	child.opt.tos, child.opt.tosSet, child.opt.ack, child.opt.ackOn = opt.tos, opt.tosSet, opt.ack, opt.ackOn
-	if dev != nil {
-		child.mtu = dev.mtu
-	}
-	if !src.adopt(child) {
-		return nil, einval("channel closed")
-	}
-	ep.f.mon.track(child)
-	return child, nil
-}
-
-// destroyLocal forgets an endpoint whose connection the loop closes itself.
-func (ep *endpoint) destroyLocal() {
-	ep.mu.Lock()
-	ep.destroyed, ep.conn = true, nil
-	src := ep.src
-	ep.mu.Unlock()
-	src.forget(ep)
-	ep.f.mon.untrack(ep)
 }
 
 // Destroy implements fabric.Endpoint: queued events are dropped (requests queued
@@ -606,8 +388,8 @@ func (ep *endpoint) Destroy() error {
 		return nil
 	}
 	ep.destroyed = true
-	uid, src, c, lis, b, listened := ep.uid, ep.src, ep.conn, ep.lis, ep.bind, ep.listened
-	ep.conn, ep.lis, ep.bind = nil, nil, nil
+	uid, src, b, listened := ep.uid, ep.src, ep.bind, ep.listened
+	ep.bind = nil
 	ep.mu.Unlock()
 
 	// A listener's queued requests carry new endpoints that must be
@@ -623,15 +405,7 @@ func (ep *endpoint) Destroy() error {
 		}
 	}
 	src.forget(ep)
-	if c != nil {
-		c.l.call(c.destroy)
-	}
-	if lis != nil {
-		lis.l.call(lis.close)
-	}
-	if ep.qp == fabric.UD {
-		ep.destroyUD()
-	}
+	ep.tp.destroy()
 	ep.releasePD()
 	ep.f.ports.remove(b)
 	ep.f.mon.untrack(ep)

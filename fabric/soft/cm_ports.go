@@ -12,16 +12,17 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// transport is the kind of OS socket behind an id: TCP for RC, UDP for UD.
-type transport uint8
+// proto is the kind of OS socket behind an id's port: TCP for RC, UDP for
+// UD.
+type proto uint8
 
 const (
-	tcp transport = iota
-	udp
+	protoTCP proto = iota
+	protoUDP
 )
 
-func (t transport) sockType() int {
-	if t == udp {
+func (t proto) sockType() int {
+	if t == protoUDP {
 		return unix.SOCK_DGRAM
 	}
 	return unix.SOCK_STREAM
@@ -33,7 +34,7 @@ func (t transport) sockType() int {
 // listener takes it over; a UDP binding's is a udPort, which bindings
 // sharing the port with OptionReuseAddr share.
 type binding struct {
-	tr        transport
+	tr        proto
 	addr      netip.AddrPort // bound address, possibly a wildcard
 	reuse     bool
 	afonly    bool
@@ -60,7 +61,7 @@ func (b *binding) takeFD() int {
 }
 
 type portKey struct {
-	tr   transport
+	tr   proto
 	port uint16
 }
 
@@ -164,12 +165,12 @@ func (t *portTable) listen(b *binding) error {
 // for TCP from the ephemeral range, as the kernel's rdma_cm does
 // (cma_alloc_any_port), so TIME_WAIT sockets never block or slow it; for
 // UDP the OS picks (see anyPort).
-func (t *portTable) bind(tr transport, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
+func (t *portTable) bind(tr proto, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
 	addr = netip.AddrPortFrom(addr.Addr().Unmap(), addr.Port())
 	if addr.Port() == 0 {
 		var b *binding
 		var err error
-		if tr == udp {
+		if tr == protoUDP {
 			b, err = t.anyPort(tr, addr, reuse, afonly)
 		} else {
 			b, err = t.rangePort(tr, addr, reuse, afonly, 0)
@@ -188,12 +189,12 @@ func (t *portTable) bind(tr transport, addr netip.AddrPort, reuse, afonly bool) 
 // the socket of a binding whose address covers its own: UDP sockets are
 // never bound with SO_REUSEADDR, which would let any other local socket
 // share the port and take its unicast datagrams.
-func (t *portTable) explicitPort(tr transport, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
+func (t *portTable) explicitPort(tr proto, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
 	b := &binding{tr: tr, addr: addr, reuse: reuse, afonly: afonly, fd: -1}
 	t.mu.Lock()
 	err := t.conflictLocked(b, reuse)
 	if err == nil {
-		if tr == udp && reuse {
+		if tr == protoUDP && reuse {
 			if p := t.sharedUDPLocked(b); p != nil {
 				p.refs++
 				b.ud = p
@@ -219,7 +220,7 @@ func (t *portTable) explicitPort(tr transport, addr netip.AddrPort, reuse, afonl
 
 // setSocket gives b the socket bound for it.
 func (t *portTable) setSocket(b *binding, fd int) {
-	if b.tr != udp {
+	if b.tr != protoUDP {
 		b.fd = fd
 		return
 	}
@@ -253,7 +254,7 @@ func (t *portTable) sharedUDPLocked(b *binding) *udPort {
 // SO_REUSEADDR (set for an explicit port) lets a port whose old connections
 // are in TIME_WAIT be bound again at once; a port another socket really
 // holds is skipped.
-func (t *portTable) rangePort(tr transport, addr netip.AddrPort, reuse, afonly bool, skip uint16) (*binding, error) {
+func (t *portTable) rangePort(tr proto, addr netip.AddrPort, reuse, afonly bool, skip uint16) (*binding, error) {
 	low, high := t.low, t.high
 	if low == 0 {
 		low, high = ephemeralRange()
@@ -311,7 +312,7 @@ func (t *portTable) move(b *binding) (*binding, error) {
 // anyPort lets the OS pick a UDP port (bound without SO_REUSEADDR, which on
 // UDP would let another socket share the port and its datagrams), retried
 // if it clashes with the table.
-func (t *portTable) anyPort(tr transport, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
+func (t *portTable) anyPort(tr proto, addr netip.AddrPort, reuse, afonly bool) (*binding, error) {
 	for attempt := 0; attempt < 16; attempt++ {
 		fd, err := bindSocket(tr, addr, afonly)
 		if err != nil {
@@ -348,7 +349,7 @@ var ephemeralRange = sync.OnceValues(func() (int, int) {
 })
 
 // bindSocket opens a socket of the right family and type bound to addr.
-func bindSocket(tr transport, addr netip.AddrPort, afonly bool) (int, error) {
+func bindSocket(tr proto, addr netip.AddrPort, afonly bool) (int, error) {
 	fam := family(addr.Addr())
 	fd, err := newSocket(fam, tr.sockType())
 	if err != nil {
@@ -359,7 +360,7 @@ func bindSocket(tr transport, addr netip.AddrPort, afonly bool) (int, error) {
 	// which has no TIME_WAIT: there it would let any local socket with the
 	// option, of any user, bind the port too and receive its unicast
 	// datagrams. Nor for port 0 (UDP only: anyPort).
-	if addr.Port() != 0 && tr == tcp {
+	if addr.Port() != 0 && tr == protoTCP {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1)
 	}
 	if fam == unix.AF_INET6 {

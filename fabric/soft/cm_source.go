@@ -36,7 +36,8 @@ func (s *source) Endpoints() int {
 
 // Create implements fabric.EventSource.
 func (s *source) Create(uid uint64, ps fabric.PortSpace, qp fabric.QPType) (fabric.Endpoint, error) {
-	ep := &endpoint{f: s.f, ps: ps, qp: qp, uid: uid, src: s}
+	ep := newEndpoint(s.f, ps, qp)
+	ep.uid, ep.src = uid, s
 	if !s.adopt(ep) {
 		return nil, fmt.Errorf("soft: channel closed: %w", syscall.EBADF)
 	}
@@ -153,8 +154,5 @@ func (ep *endpoint) eventUIDsLocked() []uint64 {
 	if ep.uid != 0 {
 		uids = append(uids, ep.uid)
 	}
-	for _, j := range ep.ud.joins {
-		uids = append(uids, j.uid)
-	}
-	return uids
+	return ep.tp.appendUIDsLocked(uids)
 }

@@ -40,7 +40,12 @@ func FPDU(h iwarp.Header, payload []byte, crc bool) []byte {
 // ids, so they cannot be in package soft: package id imports this one).
 
 // connOf returns the connection of an endpoint of a soft fabric.
-func connOf(ep fabric.Endpoint) *conn { return ep.(*endpoint).conn }
+func connOf(ep fabric.Endpoint) *conn {
+	e := ep.(*endpoint)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rc().conn
+}
 
 // ConnCRC reports whether the connection of ep negotiated MPA CRC32c.
 func ConnCRC(ep fabric.Endpoint) bool { return connOf(ep).crc }

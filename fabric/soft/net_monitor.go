@@ -311,7 +311,10 @@ func (n *netmon) checkOne(ep *endpoint, w *watch, v *hostView) *conn {
 		// outcome): it must be destroyed.
 		ep.removed, ep.discReported = true, true
 		n.f.log.Debug().Stringer("addr", a).Uint64("uid", ep.uid).Msg("device removed")
-		return ep.conn
+		if t := ep.rc(); t != nil {
+			return t.conn
+		}
+		return nil
 	case addrGone && w.addrGone.CompareAndSwap(false, true):
 		r := fabric.RawEvent{Type: fabric.EventAddrChange}
 		ep.emitLocked(&r)

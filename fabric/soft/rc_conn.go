@@ -330,7 +330,7 @@ func (c *conn) parseRequest() {
 		ResponderResources: uint8(min(ord, maxRdAtom)), InitiatorDepth: uint8(min(ird, maxRdAtom))}
 	raw.SetPrivateData(f.PrivateData)
 	if !lis.ep.emit(&raw) {
-		child.destroyLocal()
+		child.rc().destroyLocal()
 		c.closeNow()
 	}
 }

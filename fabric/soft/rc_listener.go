@@ -189,7 +189,7 @@ func (s *listener) backoff(err error) {
 
 // newChild makes the endpoint of a connection request.
 func (s *listener) newChild(c *conn) (*endpoint, error) {
-	return s.ep.newChild(c, localAddr(c.fd), peerAddr(c.fd))
+	return s.ep.rc().newChild(c, localAddr(c.fd), peerAddr(c.fd))
 }
 
 // close stops listening and closes the connections still waiting for their

@@ -119,14 +119,16 @@ var rcQPNum atomic.Uint32
 
 // rcQP returns the endpoint's RC queue pair, if it has one: the
 // connection looks it up when it reaches RTS, whether the QP was created
-// before or after connect.
+// before or after connect. ep is nil on a passive connection before its
+// request.
 func (ep *endpoint) rcQP() *rcQP {
-	if ep == nil {
+	t := ep.rc()
+	if t == nil {
 		return nil
 	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	return ep.qpRC
+	return t.qp
 }
 
 func queueDepth(n int) (int, error) {
@@ -139,8 +141,9 @@ func queueDepth(n int) (int, error) {
 	return n, nil
 }
 
-// createRCQP creates the iWARP data path of an RC endpoint.
-func (ep *endpoint) createRCQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
+// createQP implements transport: the iWARP data path of an RC endpoint.
+func (t *rcTransport) createQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
+	ep := t.ep
 	sd, err := queueDepth(attr.Cap.MaxSendWR)
 	if err != nil {
 		return nil, err
@@ -175,9 +178,9 @@ func (ep *endpoint) createRCQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 		return nil, err
 	}
 	ep.mu.Lock()
-	c, gone, dup := ep.conn, ep.destroyed, ep.qpRC != nil
+	c, gone, dup := t.conn, ep.destroyed, t.qp != nil
 	if !gone && !dup {
-		ep.qpRC = q
+		t.qp = q
 	}
 	ep.mu.Unlock()
 	if dup || gone {
@@ -459,8 +462,8 @@ func (q *rcQP) Destroy() error {
 	p := q.path
 	q.mu.Unlock()
 	q.ep.mu.Lock()
-	if q.ep.qpRC == q {
-		q.ep.qpRC = nil
+	if t := q.ep.rc(); t.qp == q {
+		t.qp = nil
 	}
 	q.ep.mu.Unlock()
 	if p != nil {

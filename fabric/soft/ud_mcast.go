@@ -45,7 +45,8 @@ type mcJoin struct {
 	group    netip.Addr
 	sendOnly bool
 	ep       *endpoint
-	l        *loop // nil when no socket was opened
+	ud       *udTransport // ep's
+	l        *loop        // nil when no socket was opened
 	fd       int
 	fam      int
 	local    netip.Addr
@@ -120,8 +121,10 @@ func openGroupSocket(group, local netip.Addr, port uint16, ifindex int) (int, er
 	return fd, nil
 }
 
-// joinUD joins a group: MULTICAST_JOIN or MULTICAST_ERROR follows, for uid.
-func (ep *endpoint) joinUD(uid uint64, group netip.Addr, sendOnly bool) error {
+// join implements transport: MULTICAST_JOIN or MULTICAST_ERROR follows,
+// for uid.
+func (t *udTransport) join(uid uint64, group netip.Addr, sendOnly bool) error {
+	ep := t.ep
 	group = group.Unmap()
 	if !group.IsMulticast() {
 		return einval("join: %s is not a multicast address", group)
@@ -135,12 +138,12 @@ func (ep *endpoint) joinUD(uid uint64, group netip.Addr, sendOnly bool) error {
 	if local.Is4() != group.Is4() {
 		return einval("join: group %s and address %s differ in family", group, local)
 	}
-	if _, dup := ep.ud.joins[group]; dup {
+	if _, dup := t.joins[group]; dup {
 		return fmt.Errorf("soft: join: %s already joined: %w", group, syscall.EADDRINUSE)
 	}
 	port := ep.f.opts.ud.groupPort()
 	ifindex := ep.dev.ifindex
-	j := &mcJoin{uid: uid, group: group, sendOnly: sendOnly, ep: ep, fd: -1, fam: family(group), local: local, ifindex: ifindex}
+	j := &mcJoin{uid: uid, group: group, sendOnly: sendOnly, ep: ep, ud: t, fd: -1, fam: family(group), local: local, ifindex: ifindex}
 	err := checkGroupRoute(group, local, port, ifindex)
 	if err == nil && !sendOnly {
 		var l *loop
@@ -153,10 +156,10 @@ func (ep *endpoint) joinUD(uid uint64, group netip.Addr, sendOnly bool) error {
 			}
 		}
 	}
-	if ep.ud.joins == nil {
-		ep.ud.joins = make(map[netip.Addr]*mcJoin)
+	if t.joins == nil {
+		t.joins = make(map[netip.Addr]*mcJoin)
 	}
-	ep.ud.joins[group] = j
+	t.joins[group] = j
 	r := fabric.RawEvent{UID: uid, Type: fabric.EventMulticastJoin, Group: group}
 	if err != nil {
 		r.Type, r.Status = fabric.EventMulticastError, -int32(errnoOf(err))
@@ -169,12 +172,14 @@ func (ep *endpoint) joinUD(uid uint64, group netip.Addr, sendOnly bool) error {
 	return nil
 }
 
-// leaveUD leaves a group: its traffic stops before it returns.
-func (ep *endpoint) leaveUD(group netip.Addr) error {
+// leave implements transport: the group's traffic stops before it
+// returns.
+func (t *udTransport) leave(group netip.Addr) error {
+	ep := t.ep
 	group = group.Unmap()
 	ep.mu.Lock()
-	j := ep.ud.joins[group]
-	delete(ep.ud.joins, group)
+	j := t.joins[group]
+	delete(t.joins, group)
 	ep.mu.Unlock()
 	if j == nil {
 		return fmt.Errorf("soft: leave: %s not joined: %w", group, syscall.EADDRNOTAVAIL)
@@ -200,7 +205,7 @@ func (j *mcJoin) onEvents(uint32) {
 	if j.closed {
 		return
 	}
-	if q := j.ep.ud.qp.Load(); q != nil {
+	if q := j.ud.qp.Load(); q != nil {
 		q.readAll(j.fd, true)
 		return
 	}

@@ -84,11 +84,12 @@ type udPending struct {
 	sig bool
 }
 
-// createUDQP creates the datagram data path of a UD endpoint.
-func (ep *endpoint) createUDQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
+// createQP implements transport: the datagram data path of a UD endpoint.
+func (t *udTransport) createQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
+	ep := t.ep
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	if ep.destroyed || ep.ud.qp.Load() != nil {
+	if ep.destroyed || t.qp.Load() != nil {
 		return nil, einval("create_qp: endpoint destroyed or has a QP")
 	}
 	if !ep.local.IsValid() {
@@ -143,7 +144,7 @@ func (ep *endpoint) createUDQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 	q := &udQP{f: ep.f, ep: ep, l: l, fd: fd, fam: fam, num: uint32(port), local: netip.AddrPortFrom(local, port),
 		maxMsg: udMaxMessage(mtu, local.Is4() && fam == unix.AF_INET), qkey: fabric.UDPQKey,
 		sigAll: attr.SigAll, cap: attr.Cap, scq: scq, rcq: rcq, pd: ep.pdLocked()}
-	ep.ud.qp.Store(q)
+	t.qp.Store(q)
 	ep.copiers[1] = l
 	l.post(q.start)
 	return q, nil
@@ -484,7 +485,7 @@ func (q *udQP) Destroy() error {
 	q.closed = true
 	q.recvs, q.sendq = nil, nil
 	q.mu.Unlock()
-	q.ep.ud.qp.CompareAndSwap(q, nil)
+	q.ep.ud().qp.CompareAndSwap(q, nil)
 	done := false
 	q.l.call(func() {
 		q.l.unregister(q.fd)

@@ -124,10 +124,11 @@ type udSock struct {
 	conn      *sidrConn
 }
 
-// udSockLocked returns the endpoint's SIDR state, attaching it to the
+// sockLocked returns the endpoint's SIDR state, attaching it to the
 // binding's socket on first use. ep.mu is held.
-func (ep *endpoint) udSockLocked() (*udSock, error) {
-	if s := ep.ud.sock; s != nil {
+func (t *udTransport) sockLocked() (*udSock, error) {
+	ep := t.ep
+	if s := t.sock; s != nil {
 		return s, nil
 	}
 	if ep.bind == nil || ep.bind.ud == nil {
@@ -138,7 +139,7 @@ func (ep *endpoint) udSockLocked() (*udSock, error) {
 		return nil, err
 	}
 	s := &udSock{l: l, f: ep.f, ep: ep, port: ep.bind.ud, local: ep.bind.addr, ps: ep.ps}
-	ep.ud.sock = s
+	t.sock = s
 	l.post(s.start)
 	if h := ep.f.testHookUDSockPosted; h != nil {
 		h(l)
@@ -244,7 +245,7 @@ func (s *udSock) onREQ(m *sidr.Message, d *udDatagram) {
 	if !dst.IsValid() {
 		dst = s.local.Addr()
 	}
-	child, err := s.ep.newUDChild(s, key, netip.AddrPortFrom(dst, s.local.Port()), d.from)
+	child, err := s.ep.ud().newChild(s, key, netip.AddrPortFrom(dst, s.local.Port()), d.from)
 	if err != nil {
 		return
 	}
@@ -263,7 +264,7 @@ func (s *udSock) onREQ(m *sidr.Message, d *udDatagram) {
 	if !s.ep.emit(&raw) {
 		s.forget(r)
 		s.pending--
-		child.forgetUDChild()
+		child.ud().forgetChild()
 	}
 }
 

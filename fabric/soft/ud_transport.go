@@ -10,10 +10,12 @@ import (
 	"github.com/cmrt/cmrt/internal/sidr"
 )
 
-// udState is what a UD endpoint holds beyond the common fields; it is
-// guarded by the endpoint's mu, except qp, which the loop reads when a group
-// datagram arrives.
-type udState struct {
+// udTransport is the UD side of an endpoint: its rdma_cm port's SIDR state
+// (ud_sidr.go), its datagram QP (ud_qp.go) and its multicast groups
+// (ud_mcast.go). It is guarded by the endpoint's mu, except qp, which the
+// loop reads when a group datagram arrives.
+type udTransport struct {
+	ep         *endpoint
 	sock       *udSock // the rdma_cm socket, once the id listens or connects
 	connecting bool
 	qp         atomic.Pointer[udQP]
@@ -26,50 +28,85 @@ type udState struct {
 	answered bool
 }
 
-// listenUDLocked makes a bound UD endpoint answer SIDR requests. ep.mu is
-// held.
-func (ep *endpoint) listenUDLocked() (*udSock, error) {
-	if err := ep.f.ports.listen(ep.bind); err != nil {
-		return nil, err
+func (t *udTransport) proto() proto { return protoUDP }
+
+// connectedLocked implements transport: UD ids have no connection.
+func (t *udTransport) connectedLocked() bool { return false }
+
+// appendUIDsLocked implements transport: the uids of the endpoint's
+// multicast joins. ep.mu is held.
+func (t *udTransport) appendUIDsLocked(uids []uint64) []uint64 {
+	for _, j := range t.joins {
+		uids = append(uids, j.uid)
 	}
-	return ep.udSockLocked()
+	return uids
 }
 
-// connectUD sends a SIDR REQ: ESTABLISHED or UNREACHABLE follows.
-func (ep *endpoint) connectUD(p *fabric.ConnParam) error {
+// disconnect implements transport: a UD id is never connected.
+func (t *udTransport) disconnect() error { return einval("disconnect: not connected") }
+
+// listenLocked implements transport: a bound UD endpoint answers SIDR
+// requests. ep.mu is held.
+func (t *udTransport) listenLocked(backlog int) error {
+	ep := t.ep
+	if err := ep.f.ports.listen(ep.bind); err != nil {
+		return err
+	}
+	s, err := t.sockLocked()
+	if err != nil {
+		return err
+	}
+	// The socket already receives: a request sent once Listen has
+	// returned must find it listening, so the loop applies it before
+	// Listen returns (not in a later turn, after that request), outside
+	// ep.mu (listened is set first, for a Destroy meanwhile).
+	ep.listened = true
+	ep.mu.Unlock()
+	s.l.call(func() { s.listen(backlog) })
+	ep.mu.Lock()
+	return nil
+}
+
+// connect implements transport: a SIDR REQ, then ESTABLISHED or
+// UNREACHABLE.
+func (t *udTransport) connect(p *fabric.ConnParam) error {
+	ep := t.ep
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	if ep.destroyed || ep.bind == nil || ep.ud.connecting || ep.ud.parent != nil || !ep.remote.IsValid() {
+	if ep.destroyed || ep.bind == nil || t.connecting || t.parent != nil || !ep.remote.IsValid() {
 		return einval("connect: route not resolved")
 	}
 	qpn := p.QPNum
-	if q := ep.ud.qp.Load(); q != nil {
+	if q := t.qp.Load(); q != nil {
 		qpn = q.num
 	}
 	c, err := newSIDRConn(ep.f, ep.ps, qpn&sidr.MaxQPN, p.PrivateData, ep.remote)
 	if err != nil {
 		return err
 	}
-	s, err := ep.udSockLocked()
+	s, err := t.sockLocked()
 	if err != nil {
 		return err
 	}
-	ep.ud.connecting = true
+	t.connecting = true
 	s.l.post(func() { s.connect(c) })
 	return nil
 }
 
 // newUDChild makes the endpoint of a request arriving on listener socket s.
 // Loop only.
-func (ep *endpoint) newUDChild(s *udSock, key sidrKey, local, remote netip.AddrPort) (*endpoint, error) {
+func (t *udTransport) newChild(s *udSock, key sidrKey, local, remote netip.AddrPort) (*endpoint, error) {
+	ep := t.ep
 	ep.mu.Lock()
 	src, opt := ep.src, ep.opt
 	ep.mu.Unlock()
 	dev, _ := ep.f.devs.byLocalAddr(local.Addr())
-	child := &endpoint{f: ep.f, ps: ep.ps, qp: ep.qp, src: src, local: local, remote: remote,
-		dev: dev, addrResolved: true, routeResolved: true}
+	child := newEndpoint(ep.f, ep.ps, fabric.UD)
+	child.src, child.local, child.remote, child.dev = src, local, remote, dev
+	child.addrResolved, child.routeResolved = true, true
 	child.opt.tos, child.opt.tosSet = opt.tos, opt.tosSet
-	child.ud.parent, child.ud.key = s, key
+	ct := child.ud()
+	ct.parent, ct.key = s, key
 	if dev != nil {
 		child.mtu = dev.mtu
 	}
@@ -80,12 +117,13 @@ func (ep *endpoint) newUDChild(s *udSock, key sidrKey, local, remote netip.AddrP
 	return child, nil
 }
 
-// forgetUDChild drops a child nobody was told of. Loop only: it sends
+// forgetChild drops a child nobody was told of. Loop only: it sends
 // nothing.
-func (ep *endpoint) forgetUDChild() {
+func (t *udTransport) forgetChild() {
+	ep := t.ep
 	ep.mu.Lock()
 	ep.destroyed = true
-	ep.ud.answered = true
+	t.answered = true
 	src := ep.src
 	ep.mu.Unlock()
 	src.forget(ep)
@@ -95,20 +133,21 @@ func (ep *endpoint) forgetUDChild() {
 // answerUD sends the REP of a request: through the listener's socket while
 // it is open (so retransmitted requests get it again), else from a socket of
 // its own on the address the request came to.
-func (ep *endpoint) answerUD(status sidr.Status, qpn uint32, pd []byte, uid uint64, accept bool) error {
+func (t *udTransport) answer(status sidr.Status, qpn uint32, pd []byte, uid uint64, accept bool) error {
+	ep := t.ep
 	ep.mu.Lock()
-	if ep.destroyed || ep.ud.parent == nil || ep.ud.answered || (accept && uid == 0) {
+	if ep.destroyed || t.parent == nil || t.answered || (accept && uid == 0) {
 		ep.mu.Unlock()
 		return einval("no connection request to answer")
 	}
-	ep.ud.answered = true
+	t.answered = true
 	if accept {
 		ep.uid = uid
-		if q := ep.ud.qp.Load(); q != nil {
+		if q := t.qp.Load(); q != nil {
 			qpn = q.num
 		}
 	}
-	s, key, local, ps := ep.ud.parent, ep.ud.key, ep.local, ep.ps
+	s, key, local, ps := t.parent, t.key, ep.local, ep.ps
 	ep.mu.Unlock()
 	return sendREP(s, key, local, &sidr.Message{Type: sidr.TypeREP, PortSpace: uint16(ps), TID: key.tid,
 		Status: status, QPN: qpn & sidr.MaxQPN, QKey: fabric.UDPQKey, PrivateData: pd})
@@ -147,33 +186,34 @@ func udSendOnce(f *Fabric, src, to netip.AddrPort, b []byte) {
 	_ = udSendFrom(fd, fam, b, to, netip.Addr{})
 }
 
-// acceptUD answers the request with a REP and returns: the passive side
+// accept implements transport: a REP, and it returns; the passive side
 // gets no ESTABLISHED.
-func (ep *endpoint) acceptUD(uid uint64, p *fabric.ConnParam) error {
-	return ep.answerUD(sidr.StatusSuccess, p.QPNum, p.PrivateData, uid, true)
+func (t *udTransport) accept(uid uint64, p *fabric.ConnParam) error {
+	return t.answer(sidr.StatusSuccess, p.QPNum, p.PrivateData, uid, true)
 }
 
-// rejectUD answers the request with a rejecting REP: the requester gets
+// reject implements transport: a rejecting REP; the requester gets
 // UNREACHABLE with status 2 (IB_SIDR_REJECT).
-func (ep *endpoint) rejectUD(pd []byte) error {
-	return ep.answerUD(sidr.StatusReject, 0, pd, 0, false)
+func (t *udTransport) reject(pd []byte) error {
+	return t.answer(sidr.StatusReject, 0, append([]byte(nil), pd...), 0, false)
 }
 
-// destroyUD releases what a UD endpoint holds: a request still unanswered is
-// rejected (as the IB CM does when its id is destroyed), the rdma_cm socket
-// closed, groups left and the QP destroyed. Not on the loop goroutine.
-func (ep *endpoint) destroyUD() {
+// destroy implements transport: a request still unanswered is rejected
+// (as the IB CM does when its id is destroyed), the rdma_cm socket closed,
+// groups left and the QP destroyed. Not on the loop goroutine.
+func (t *udTransport) destroy() {
+	ep := t.ep
 	ep.mu.Lock()
 	var reject *sidr.Message
-	parent, key, local := ep.ud.parent, ep.ud.key, ep.local
-	if parent != nil && !ep.ud.answered {
-		ep.ud.answered = true
+	parent, key, local := t.parent, t.key, ep.local
+	if parent != nil && !t.answered {
+		t.answered = true
 		reject = &sidr.Message{Type: sidr.TypeREP, PortSpace: uint16(ep.ps), TID: key.tid, Status: sidr.StatusReject, QKey: fabric.UDPQKey}
 	}
-	s := ep.ud.sock
-	ep.ud.sock = nil
-	joins := ep.ud.joins
-	ep.ud.joins = nil
+	s := t.sock
+	t.sock = nil
+	joins := t.joins
+	t.joins = nil
 	src := ep.src
 	ep.mu.Unlock()
 	if reject != nil {
@@ -186,7 +226,7 @@ func (ep *endpoint) destroyUD() {
 		j.leave()
 		src.q.Extract(func(r *fabric.RawEvent) bool { return r.UID == j.uid })
 	}
-	if q := ep.ud.qp.Load(); q != nil {
+	if q := t.qp.Load(); q != nil {
 		_ = q.Destroy()
 	}
 }
