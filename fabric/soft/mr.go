@@ -28,6 +28,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/cmrt/cmrt/fabric"
 )
@@ -326,4 +327,27 @@ func (ep *endpoint) releasePD() {
 	if p != nil {
 		p.mrs.close()
 	}
+}
+
+// sliceOffset returns the offset of b within region (b must lie in it).
+func sliceOffset(b, region []byte) uint64 {
+	if len(b) == 0 || len(region) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(region))))
+}
+
+// sliceWithin reports whether b lies inside the memory of region (between
+// its first byte and its last), so a work request cannot name memory outside
+// the region it cites.
+func sliceWithin(b, region []byte) bool {
+	if len(b) == 0 {
+		return true
+	}
+	if len(region) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(region)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= start && p+uintptr(len(b)) <= start+uintptr(len(region))
 }

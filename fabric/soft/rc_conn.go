@@ -3,6 +3,7 @@ package soft
 import (
 	"container/list"
 	"errors"
+	"fmt"
 	"net/netip"
 	"syscall"
 	"time"
@@ -592,4 +593,44 @@ func (c *conn) destroy() {
 		_, _ = unix.Write(c.fd, c.wbuf)
 	}
 	c.closeNow()
+}
+
+// offerP2P asks for peer-to-peer mode in an MPA Request when the fabric is
+// configured for it.
+func (c *conn) offerP2P(f *iwarp.MPAFrame) {
+	if rtr := c.f.opts.rc.p2p; rtr != 0 {
+		f.P2P, f.WriteRTR, f.ReadRTR = true, rtr&RTRWrite != 0, rtr&RTRRead != 0
+	}
+}
+
+// replyRTR answers a P2P request in the MPA Reply r as siw does: a Write
+// RTR when offered, else a Read RTR, else Write. It reports whether P2P is
+// in effect.
+func (c *conn) replyRTR(r *iwarp.MPAFrame) bool {
+	if !c.req.HasIRDORD() || !c.req.P2P {
+		return false
+	}
+	r.P2P = true
+	if !c.req.WriteRTR && c.req.ReadRTR {
+		r.ReadRTR = true
+	} else {
+		r.WriteRTR = true
+	}
+	return true
+}
+
+// chosenRTR is the RTR an initiator sends after the Reply f: none when it
+// did not ask for P2P or the responder declined, and an error when the
+// responder chose a type it did not offer.
+func (c *conn) chosenRTR(f *iwarp.MPAFrame) (RTR, error) {
+	if !c.req.P2P || !f.HasIRDORD() || !f.P2P {
+		return 0, nil
+	}
+	switch {
+	case f.WriteRTR && c.req.WriteRTR:
+		return RTRWrite, nil
+	case f.ReadRTR && c.req.ReadRTR:
+		return RTRRead, nil
+	}
+	return 0, fmt.Errorf("soft: the responder chose an RTR not offered: %w", syscall.EPROTO)
 }

@@ -1,6 +1,8 @@
 package soft
 
-// The RC data path (rc_qp.go: the QP and its rings; rc_path.go: the wire).
+// The RC data path (rc_qp.go: the QP and its rings; rc_path.go: the data
+// path of a connection and its send side; rc_rx.go: its receive side;
+// rc_terminate.go: Terminates, sent and received).
 //
 // Semantics, in brief:
 //   - A QP may exist before its connection. Receives posted before RTS are
