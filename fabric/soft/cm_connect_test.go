@@ -3,6 +3,7 @@ package soft_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"strings"
@@ -18,15 +19,15 @@ import (
 // event's fields: private data both ways, the new id's inheritance, the
 // addresses each side reports, DISCONNECTED on both sides.
 func TestRCFlowAsync(t *testing.T) {
-	sch, cch := mkChan(t, nil), mkChan(t, nil)
+	sch, cch := newChannel(t, nil), newChannel(t, nil)
 	l := cmListen(t, sch, "server")
 	defer l.Destroy()
-	if !strings.HasPrefix(l.DeviceName(), "soft") || l.LocalAddr().Addr() != loopback || l.SrcPort() == 0 {
+	if !strings.HasPrefix(l.DeviceName(), "soft") || l.LocalAddr().Addr() != lo4 || l.SrcPort() == 0 {
 		t.Fatalf("listener %s on %s", l.DeviceName(), l.LocalAddr())
 	}
 	cli := mkID(t, cch, "client", id.PSTCP)
 	defer cli.Destroy()
-	routeTo(t, cch, cli, l.LocalAddr())
+	resolve(t, cch, cli, l.LocalAddr())
 	if r := cli.Route(); r.MTU <= 0 || r.Dst != l.LocalAddr() || r.Device == "" || r.NumPaths != 1 {
 		t.Fatalf("client route %+v", r)
 	}
@@ -34,7 +35,7 @@ func TestRCFlowAsync(t *testing.T) {
 	if err := cli.Connect(&id.ConnParam{PrivateData: req, ResponderResources: 2, InitiatorDepth: 3}); err != nil {
 		t.Fatal(err)
 	}
-	ev := await(t, sch, id.EventConnectRequest)
+	ev := next(t, sch, id.EventConnectRequest)
 	child := ev.ID
 	if ev.ListenID != l || child.Context() != "server" || child.Channel() != sch || !bytes.Equal(ev.Conn.PrivateData, req) {
 		t.Fatalf("request: listen %v ctx %v pd %q", ev.ListenID == l, child.Context(), ev.Conn.PrivateData)
@@ -44,7 +45,7 @@ func TestRCFlowAsync(t *testing.T) {
 	if ev.Conn.ResponderResources != 3 || ev.Conn.InitiatorDepth != 2 {
 		t.Fatalf("request params %+v", ev.Conn)
 	}
-	if child.RemoteAddr().Addr() != loopback || child.LocalAddr() != l.LocalAddr() || child.State() != id.StateConnectRequest {
+	if child.RemoteAddr().Addr() != lo4 || child.LocalAddr() != l.LocalAddr() || child.State() != id.StateConnectRequest {
 		t.Fatalf("child %s -> %s state %s", child.LocalAddr(), child.RemoteAddr(), child.State())
 	}
 	rep := bytes.Repeat([]byte("r"), id.MaxPrivateDataREP)
@@ -52,12 +53,12 @@ func TestRCFlowAsync(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = ev.Ack()
-	sev := await(t, sch, id.EventEstablished)
+	sev := next(t, sch, id.EventEstablished)
 	if sev.ID != child || child.State() != id.StateEstablished {
 		t.Fatalf("server ESTABLISHED for %d", sev.ID.Handle())
 	}
 	_ = sev.Ack()
-	cev := await(t, cch, id.EventEstablished)
+	cev := next(t, cch, id.EventEstablished)
 	if cev.ID != cli || !bytes.Equal(cev.Conn.PrivateData, rep) || cev.Status != 0 {
 		t.Fatalf("client ESTABLISHED pd %d bytes status %d", len(cev.Conn.PrivateData), cev.Status)
 	}
@@ -68,8 +69,8 @@ func TestRCFlowAsync(t *testing.T) {
 	if err := cli.Disconnect(); err != nil {
 		t.Fatal(err)
 	}
-	_ = await(t, cch, id.EventDisconnected).Ack()
-	dev := await(t, sch, id.EventDisconnected)
+	_ = next(t, cch, id.EventDisconnected).Ack()
+	dev := next(t, sch, id.EventDisconnected)
 	if dev.ID != child {
 		t.Fatal("server DISCONNECTED for the wrong id")
 	}
@@ -90,7 +91,7 @@ func TestRCFlowSync(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Destroy()
-	if err := l.Bind(netip.AddrPortFrom(loopback, 0)); err != nil {
+	if err := l.Bind(netip.AddrPortFrom(lo4, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Listen(1); err != nil {
@@ -148,37 +149,33 @@ func TestRCFlowSync(t *testing.T) {
 	}
 }
 
-type errorString string
-
-func (e errorString) Error() string { return string(e) }
-
 func TestRejectCarriesPrivateData(t *testing.T) {
-	sch, cch := mkChan(t, nil), mkChan(t, nil)
+	sch, cch := newChannel(t, nil), newChannel(t, nil)
 	l := cmListen(t, sch, nil)
 	defer l.Destroy()
 	cli := mkID(t, cch, nil, id.PSTCP)
 	defer cli.Destroy()
-	routeTo(t, cch, cli, l.LocalAddr())
+	resolve(t, cch, cli, l.LocalAddr())
 	_ = cli.Connect(nil)
-	ev := await(t, sch, id.EventConnectRequest)
+	ev := next(t, sch, id.EventConnectRequest)
 	why := bytes.Repeat([]byte("n"), id.MaxPrivateDataREJ)
 	if err := ev.ID.Reject(why); err != nil {
 		t.Fatal(err)
 	}
 	child := ev.ID
 	_ = ev.Ack()
-	rej := await(t, cch, id.EventRejected)
+	rej := next(t, cch, id.EventRejected)
 	// iWARP reports a peer's reject as a reset (siw: -ECONNRESET).
 	if rej.Status != -int(syscall.ECONNRESET) || !bytes.Equal(rej.Conn.PrivateData, why) || cli.State() != id.StateFailed {
 		t.Fatalf("REJECTED status %d pd %d bytes state %s", rej.Status, len(rej.Conn.PrivateData), cli.State())
 	}
 	_ = rej.Ack()
-	cmErrno(t, cli.Connect(nil), syscall.EINVAL) // a rejected id is spent
+	mustErrno(t, cli.Connect(nil), syscall.EINVAL) // a rejected id is spent
 	_ = child.Destroy()
 }
 
 func TestSyncRejectIsECONNREFUSED(t *testing.T) {
-	sch := mkChan(t, nil)
+	sch := newChannel(t, nil)
 	l := cmListen(t, sch, nil)
 	defer l.Destroy()
 	go func() {
@@ -196,7 +193,7 @@ func TestSyncRejectIsECONNREFUSED(t *testing.T) {
 	_ = cli.ResolveAddr(netip.AddrPort{}, l.LocalAddr(), time.Second)
 	_ = cli.ResolveRoute(time.Second)
 	err := cli.Connect(nil)
-	cmErrno(t, err, syscall.ECONNREFUSED)
+	mustErrno(t, err, syscall.ECONNREFUSED)
 	if ev := cli.Event(); ev.Type != id.EventRejected || !strings.HasPrefix(string(ev.PrivateData()), "go away") {
 		t.Fatalf("event %s %q", ev.Type, ev.PrivateData())
 	}
@@ -210,12 +207,12 @@ func TestNoListenerIsRejectedConnRefused(t *testing.T) {
 	}
 	dst := netip.MustParseAddrPort(ln.Addr().String())
 	ln.Close()
-	cch := mkChan(t, nil)
+	cch := newChannel(t, nil)
 	cli := mkID(t, cch, nil, id.PSTCP)
 	defer cli.Destroy()
-	routeTo(t, cch, cli, dst)
+	resolve(t, cch, cli, dst)
 	_ = cli.Connect(nil)
-	ev := await(t, cch, id.EventRejected)
+	ev := next(t, cch, id.EventRejected)
 	if ev.Status != -int(syscall.ECONNREFUSED) {
 		t.Fatalf("status %d, want -ECONNREFUSED", ev.Status)
 	}
@@ -224,7 +221,7 @@ func TestNoListenerIsRejectedConnRefused(t *testing.T) {
 	defer sync.Destroy()
 	_ = sync.ResolveAddr(netip.AddrPort{}, dst, time.Second)
 	_ = sync.ResolveRoute(time.Second)
-	cmErrno(t, sync.Connect(nil), syscall.ECONNREFUSED)
+	mustErrno(t, sync.Connect(nil), syscall.ECONNREFUSED)
 }
 
 // silentPeer accepts TCP connections and never answers the MPA Request.
@@ -258,17 +255,17 @@ func silentPeer(t *testing.T) netip.AddrPort {
 func TestUnansweredConnectIsUnreachable(t *testing.T) {
 	dst := silentPeer(t)
 	t.Run("ack timeout option", func(t *testing.T) {
-		cch := mkChan(t, nil)
+		cch := newChannel(t, nil)
 		cli := mkID(t, cch, nil, id.PSTCP)
 		defer cli.Destroy()
 		// 4.096µs·2^15 ≈ 134ms per try, RetryCount 1: about 268ms.
 		if err := cli.SetAckTimeout(15); err != nil {
 			t.Fatal(err)
 		}
-		routeTo(t, cch, cli, dst)
+		resolve(t, cch, cli, dst)
 		start := time.Now()
 		_ = cli.Connect(&id.ConnParam{RetryCount: 1, ResponderResources: 1, InitiatorDepth: 1})
-		ev := await(t, cch, id.EventUnreachable)
+		ev := next(t, cch, id.EventUnreachable)
 		if el := time.Since(start); ev.Status != -int(syscall.ETIMEDOUT) || el < 200*time.Millisecond || el > 3*time.Second {
 			t.Fatalf("UNREACHABLE status %d after %v", ev.Status, el)
 		}
@@ -283,7 +280,7 @@ func TestUnansweredConnectIsUnreachable(t *testing.T) {
 		defer cli.Destroy()
 		_ = cli.ResolveAddr(netip.AddrPort{}, dst, time.Second)
 		_ = cli.ResolveRoute(time.Second)
-		cmErrno(t, cli.Connect(nil), syscall.ETIMEDOUT)
+		mustErrno(t, cli.Connect(nil), syscall.ETIMEDOUT)
 		if cli.Event().Type != id.EventUnreachable {
 			t.Fatalf("event %s", cli.Event().Type)
 		}
@@ -296,8 +293,30 @@ func TestUnansweredConnectIsUnreachable(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		err := cli.ConnectContext(ctx, nil)
-		if !errorsIs(err, id.ErrCanceled) || !errorsIs(err, context.DeadlineExceeded) || cli.State() != id.StateCanceled {
+		if !errors.Is(err, id.ErrCanceled) || !errors.Is(err, context.DeadlineExceeded) || cli.State() != id.StateCanceled {
 			t.Fatalf("ConnectContext = %v, state %s", err, cli.State())
 		}
 	})
+}
+
+// TestSelfConnectIsRefused: an id bound to the very address and port it
+// connects to makes TCP connect to itself (simultaneous open); with no
+// listener that is REJECTED -ECONNREFUSED, not a protocol error.
+func TestSelfConnectIsRefused(t *testing.T) {
+	ch := newChannel(t, nil)
+	cm := mkID(t, ch, nil, id.PSTCP)
+	defer cm.Destroy()
+	if err := cm.Bind(netip.AddrPortFrom(lo4, 0)); err != nil {
+		t.Fatal(err)
+	}
+	self := cm.LocalAddr()
+	resolve(t, ch, cm, self)
+	if err := cm.Connect(nil); err != nil {
+		t.Fatal(err)
+	}
+	ev := next(t, ch, id.EventRejected)
+	if ev.Status != -int(syscall.ECONNREFUSED) {
+		t.Fatalf("status %d, want -ECONNREFUSED", ev.Status)
+	}
+	_ = ev.Ack()
 }

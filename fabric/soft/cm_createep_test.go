@@ -149,7 +149,7 @@ func TestCreateEPRequestWithoutQP(t *testing.T) {
 		}
 		got <- err
 	}()
-	cli, err := id.CreateEP(ctx, &id.AddrInfo{Dst: netip.AddrPortFrom(loopback, lis.SrcPort())}, nil)
+	cli, err := id.CreateEP(ctx, &id.AddrInfo{Dst: netip.AddrPortFrom(lo4, lis.SrcPort())}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
@@ -17,7 +16,7 @@ import (
 // it, as a client making one connection at a time does.
 func connectOnce(t *testing.T, f *soft.Fabric, addr netip.AddrPort) {
 	t.Helper()
-	cm, err := id.Create(nil, nil, fabric.PSTCP, id.WithFabric(f))
+	cm, err := id.Create(nil, nil, id.PSTCP, id.WithFabric(f))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,10 +56,10 @@ func TestIdleGrace(t *testing.T) {
 			if !ok {
 				return
 			}
-			if ev.Type == fabric.EventConnectRequest {
+			if ev.Type == id.EventConnectRequest {
 				_ = ev.ID.Accept(nil)
 			}
-			if ev.Type == fabric.EventDisconnected {
+			if ev.Type == id.EventDisconnected {
 				_ = ev.ID.Destroy()
 			}
 		}

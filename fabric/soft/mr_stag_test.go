@@ -3,8 +3,8 @@ package soft_test
 import (
 	"testing"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
+	"github.com/cmrt/cmrt/id"
 )
 
 // TestSTagNotCountable: the region registered right after an advertised
@@ -15,11 +15,11 @@ func TestSTagNotCountable(t *testing.T) {
 	p.disconnect = true
 	defer p.close()
 	for run := 0; run < 8; run++ {
-		a, err := p.srv.qp.RegMR(make([]byte, 64), fabric.AccessRemoteRead)
+		a, err := p.srv.qp.RegMR(make([]byte, 64), id.AccessRemoteRead)
 		if err != nil {
 			t.Fatal(err)
 		}
-		secret, err := p.srv.qp.RegMR(make([]byte, 64), fabric.AccessRemoteRead|fabric.AccessRemoteWrite)
+		secret, err := p.srv.qp.RegMR(make([]byte, 64), id.AccessRemoteRead|id.AccessRemoteWrite)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -49,7 +49,7 @@ func TestSTagNoRecurrence(t *testing.T) {
 	seen := make(map[uint32]int, n)
 	buf := make([]byte, 4096)
 	for k := 0; k < n; k++ {
-		m, err := p.srv.qp.RegMR(buf, fabric.AccessRemoteRead|fabric.AccessRemoteWrite)
+		m, err := p.srv.qp.RegMR(buf, id.AccessRemoteRead|id.AccessRemoteWrite)
 		if err != nil {
 			t.Fatal(err)
 		}

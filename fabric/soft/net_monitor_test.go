@@ -1,18 +1,13 @@
 package soft_test
 
 import (
-	"context"
 	"net/netip"
 	"os"
-	"os/exec"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
@@ -29,7 +24,7 @@ func TestNetmonLifetime(t *testing.T) {
 		t.Fatalf("idle fabric watches %d ids, monitor running %v", n, on)
 	}
 	before := countFDs(t)
-	a, err := id.Create(ch, nil, fabric.PSTCP)
+	a, err := id.Create(ch, nil, id.PSTCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +34,7 @@ func TestNetmonLifetime(t *testing.T) {
 	if err := a.Bind(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
 		t.Fatal(err)
 	}
-	b, err := id.Create(ch, nil, fabric.PSTCP)
+	b, err := id.Create(ch, nil, id.PSTCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +49,7 @@ func TestNetmonLifetime(t *testing.T) {
 	if err := a.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("127.0.0.1:7471"), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, fabric.EventAddrResolved)
+	ch.want(t, id.EventAddrResolved)
 	if n := countFDs(t); n != during {
 		t.Errorf("descriptors: %d while bound, %d after a resolution", during, n)
 	}
@@ -76,8 +71,6 @@ func TestNetmonLifetime(t *testing.T) {
 	}
 	goleak.VerifyNone(t, goleak.IgnoreCurrent())
 }
-
-const netmonChildEnv = "CMRT_SOFT_NETMON_NETNS"
 
 // TestNetmonEvents removes addresses and a link in a private network
 // namespace and checks the events: ADDR_CHANGE for ids on a removed address
@@ -105,7 +98,7 @@ func TestNetmonEvents(t *testing.T) {
 	ch := newRCChan(t, f)
 	bind := func(a string) *id.ID {
 		t.Helper()
-		i, err := id.Create(ch, nil, fabric.PSTCP)
+		i, err := id.Create(ch, nil, id.PSTCP)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,25 +119,25 @@ func TestNetmonEvents(t *testing.T) {
 	if err := cli.ResolveAddr(netip.AddrPort{}, lis.LocalAddr(), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, fabric.EventAddrResolved)
+	ch.want(t, id.EventAddrResolved)
 	if err := cli.ResolveRoute(time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, fabric.EventRouteResolved)
-	if err := cli.Connect(&fabric.ConnParam{}); err != nil {
+	ch.want(t, id.EventRouteResolved)
+	if err := cli.Connect(&id.ConnParam{}); err != nil {
 		t.Fatal(err)
 	}
-	srv := ch.want(t, fabric.EventConnectRequest).ID
+	srv := ch.want(t, id.EventConnectRequest).ID
 	if err := srv.Accept(nil); err != nil {
 		t.Fatal(err)
 	}
-	ch.want(t, fabric.EventEstablished)
-	ch.want(t, fabric.EventEstablished)
+	ch.want(t, id.EventEstablished)
+	ch.want(t, id.EventEstablished)
 
 	// got collects the next n events by id.
-	got := func(n int) map[*id.ID][]fabric.EventType {
+	got := func(n int) map[*id.ID][]id.EventType {
 		t.Helper()
-		m := map[*id.ID][]fabric.EventType{}
+		m := map[*id.ID][]id.EventType{}
 		for k := 0; k < n; k++ {
 			ev, ok := ch.nextEv(5 * time.Second)
 			if !ok {
@@ -154,7 +147,7 @@ func TestNetmonEvents(t *testing.T) {
 		}
 		return m
 	}
-	one := func(m map[*id.ID][]fabric.EventType, i *id.ID, name string, want fabric.EventType) {
+	one := func(m map[*id.ID][]id.EventType, i *id.ID, name string, want id.EventType) {
 		t.Helper()
 		if evs := m[i]; len(evs) != 1 || evs[0] != want {
 			t.Errorf("%s: events %v, want [%s]", name, evs, want)
@@ -171,7 +164,7 @@ func TestNetmonEvents(t *testing.T) {
 		i    *id.ID
 		name string
 	}{{idB, "bound id"}, {lis, "listener"}, {cli, "client"}, {srv, "passive id"}} {
-		one(m, c.i, c.name, fabric.EventAddrChange)
+		one(m, c.i, c.name, id.EventAddrChange)
 	}
 	ch.none(t, 200*time.Millisecond)
 
@@ -184,7 +177,7 @@ func TestNetmonEvents(t *testing.T) {
 		i    *id.ID
 		name string
 	}{{idA, "bound id"}, {idB, "bound id on the earlier address"}, {lis, "listener"}, {cli, "client"}, {srv, "passive id"}} {
-		one(m, c.i, c.name, fabric.EventDeviceRemoval)
+		one(m, c.i, c.name, id.EventDeviceRemoval)
 	}
 	// The connection was closed, but neither side reports DISCONNECTED
 	// after DEVICE_REMOVAL.
@@ -197,7 +190,7 @@ func TestNetmonEvents(t *testing.T) {
 
 	// Deleting a link removes its device.
 	ip("link", "del", "nm2")
-	one(got(1), idX, "id on a deleted link", fabric.EventDeviceRemoval)
+	one(got(1), idX, "id on a deleted link", id.EventDeviceRemoval)
 
 	for _, i := range []*id.ID{idA, idB, idX, cli, srv, lis} {
 		if err := i.Destroy(); err != nil {
@@ -210,49 +203,4 @@ func TestNetmonEvents(t *testing.T) {
 		t.Errorf("after destroy and Quiesce: watching %d, monitor running %v", n, on)
 	}
 	goleak.VerifyNone(t, goleak.IgnoreCurrent())
-}
-
-// runIP runs ip(8) with args, failing t if it fails.
-func runIP(t *testing.T, args ...string) {
-	t.Helper()
-	if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-		t.Fatalf("ip %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-}
-
-// runInNetns runs test name in a child process in a new network namespace
-// (a new user namespace too when unprivileged) and adopts its verdict.
-func runInNetns(t *testing.T, name string) {
-	t.Helper()
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Skip("needs ip(8)")
-	}
-	attempts := []uintptr{syscall.CLONE_NEWNET, syscall.CLONE_NEWUSER | syscall.CLONE_NEWNET}
-	var last []byte
-	var lastErr error
-	for _, flags := range attempts {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+name+"$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), netmonChildEnv+"=1")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: flags}
-		if flags&syscall.CLONE_NEWUSER != 0 {
-			cmd.SysProcAttr.UidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getuid(), Size: 1}}
-			cmd.SysProcAttr.GidMappings = []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getgid(), Size: 1}}
-		}
-		out, err := cmd.CombinedOutput()
-		cancel()
-		if cmd.ProcessState == nil { // could not create the namespace
-			lastErr, last = err, out
-			continue
-		}
-		if err != nil {
-			t.Fatalf("in a new network namespace: %v\n%s", err, out)
-		}
-		if strings.Contains(string(out), "--- SKIP") {
-			t.Skipf("skipped in the namespace:\n%s", out)
-		}
-		t.Logf("ran in a new network namespace:\n%s", out)
-		return
-	}
-	t.Skipf("needs a private network namespace (CAP_SYS_ADMIN or user namespaces): %v %s", lastErr, last)
 }

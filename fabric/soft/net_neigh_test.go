@@ -9,7 +9,6 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
@@ -41,7 +40,7 @@ func TestResolveWaitsForNeighbour(t *testing.T) {
 	defer ch.src.Close()
 	resolve := func(dst string, timeout time.Duration) (*id.ID, time.Time) {
 		t.Helper()
-		cm, err := id.Create(ch, nil, fabric.PSTCP)
+		cm, err := id.Create(ch, nil, id.PSTCP)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -57,7 +56,7 @@ func TestResolveWaitsForNeighbour(t *testing.T) {
 	cm, start := resolve("10.66.0.5:7471", timeout)
 	ev, ok := ch.nextEv(5 * time.Second)
 	took := time.Since(start)
-	if !ok || ev.Type != fabric.EventAddrError || ev.Status != -int(syscall.ETIMEDOUT) {
+	if !ok || ev.Type != id.EventAddrError || ev.Status != -int(syscall.ETIMEDOUT) {
 		t.Fatalf("unanswered next hop: %v %+v, want ADDR_ERROR %d", ok, ev, -int(syscall.ETIMEDOUT))
 	}
 	if took < timeout || took > timeout+time.Second {
@@ -86,7 +85,7 @@ func TestResolveWaitsForNeighbour(t *testing.T) {
 	for _, dst := range []string{"10.66.0.7:7471", "10.66.0.1:7471"} {
 		cm, start := resolve(dst, time.Minute)
 		ev, ok := ch.nextEv(5 * time.Second)
-		if !ok || ev.Type != fabric.EventAddrResolved {
+		if !ok || ev.Type != id.EventAddrResolved {
 			t.Fatalf("%s: %v %+v, want ADDR_RESOLVED", dst, ok, ev)
 		}
 		if took := time.Since(start); took > 500*time.Millisecond {

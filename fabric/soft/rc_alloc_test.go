@@ -3,8 +3,8 @@ package soft_test
 import (
 	"testing"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
+	"github.com/cmrt/cmrt/id"
 )
 
 // TestIDPostDoesNotAllocate: posting through the librdmacm-shaped methods
@@ -27,13 +27,13 @@ func TestIDPostDoesNotAllocate(t *testing.T) {
 		if err := p.srv.id.PostRecv(1, sbuf, sm); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.cli.id.PostSend(2, cbuf, cm, fabric.SendSignaled); err != nil {
+		if err := p.cli.id.PostSend(2, cbuf, cm, id.SendSignaled); err != nil {
 			t.Fatal(err)
 		}
-		if wc, err := p.srv.id.GetRecvComp(ctx); err != nil || wc.Status != fabric.WCSuccess {
+		if wc, err := p.srv.id.GetRecvComp(ctx); err != nil || wc.Status != id.WCSuccess {
 			t.Fatalf("recv %+v %v", wc, err)
 		}
-		if wc, err := p.cli.id.GetSendComp(ctx); err != nil || wc.Status != fabric.WCSuccess {
+		if wc, err := p.cli.id.GetSendComp(ctx); err != nil || wc.Status != id.WCSuccess {
 			t.Fatalf("send %+v %v", wc, err)
 		}
 	})
@@ -41,7 +41,7 @@ func TestIDPostDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%.1f allocations per post/complete round", allocs)
 	}
 	_ = p.cli.id.Disconnect()
-	p.cliCh.want(t, fabric.EventDisconnected)
-	p.srvCh.want(t, fabric.EventDisconnected)
+	p.cliCh.want(t, id.EventDisconnected)
+	p.srvCh.want(t, id.EventDisconnected)
 	p.disconnect = false
 }

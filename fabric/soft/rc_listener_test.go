@@ -44,7 +44,7 @@ func connectRC(t *testing.T, ch *channel.Channel, dst netip.AddrPort, pd string)
 	t.Helper()
 	c := mkID(t, ch, nil, id.PSTCP)
 	t.Cleanup(func() { _ = c.Destroy() })
-	routeTo(t, ch, c, dst)
+	resolve(t, ch, c, dst)
 	if err := c.Connect(&id.ConnParam{PrivateData: []byte(pd)}); err != nil {
 		t.Fatal(err)
 	}
@@ -59,10 +59,10 @@ func connectRC(t *testing.T, ch *channel.Channel, dst netip.AddrPort, pd string)
 func TestHalfOpenOutsideBacklog(t *testing.T) {
 	f := soft.New(soft.WithName("halfopen"), soft.WithRequestTimeout(10*time.Second))
 	defer f.Quiesce()
-	sch, cch := mkChan(t, f), mkChan(t, f)
+	sch, cch := newChannel(t, f), newChannel(t, f)
 	l := mkID(t, sch, nil, id.PSTCP)
 	defer l.Destroy()
-	if err := l.Bind(netip.AddrPortFrom(loopback, 0)); err != nil {
+	if err := l.Bind(netip.AddrPortFrom(lo4, 0)); err != nil {
 		t.Fatal(err)
 	}
 	const backlog = 2
@@ -82,12 +82,12 @@ func TestHalfOpenOutsideBacklog(t *testing.T) {
 	var reqs []*id.ID
 	for k := 0; k < backlog; k++ {
 		connectRC(t, cch, dst, "client")
-		ev := await(t, sch, id.EventConnectRequest)
+		ev := next(t, sch, id.EventConnectRequest)
 		reqs = append(reqs, ev.ID)
 		_ = ev.Ack()
 	}
 	connectRC(t, cch, dst, "one too many")
-	ev := await(t, cch, id.EventRejected)
+	ev := next(t, cch, id.EventRejected)
 	if ev.Status != -int(syscall.ECONNRESET) {
 		t.Errorf("over the backlog: REJECTED status %d, want %d", ev.Status, -int(syscall.ECONNRESET))
 	}
@@ -130,7 +130,7 @@ func TestHalfOpenPoolEviction(t *testing.T) {
 	f := soft.New(soft.WithName("halfopen-evict"), soft.WithRequestTimeout(10*time.Second))
 	defer f.Quiesce()
 	soft.SetHalfOpenLimits(f, 3, 5)
-	sch, cch := mkChan(t, f), mkChan(t, f)
+	sch, cch := newChannel(t, f), newChannel(t, f)
 	l := cmListen(t, sch, nil)
 	defer l.Destroy()
 	dst := l.LocalAddr()
@@ -158,13 +158,75 @@ func TestHalfOpenPoolEviction(t *testing.T) {
 		}
 	}
 	connectRC(t, cch, dst, "real")
-	ev := await(t, sch, id.EventConnectRequest)
+	ev := next(t, sch, id.EventConnectRequest)
 	r := ev.ID
 	defer r.Destroy()
 	_ = ev.Ack()
 	if err := r.Accept(nil); err != nil {
 		t.Fatal(err)
 	}
-	_ = await(t, cch, id.EventEstablished).Ack()
-	_ = await(t, sch, id.EventEstablished).Ack()
+	_ = next(t, cch, id.EventEstablished).Ack()
+	_ = next(t, sch, id.EventEstablished).Ack()
+}
+
+// TestListenerDestroyWaitsForRequestAck: a CONNECT_REQUEST counts against
+// the listener, so destroying the listener waits for its acknowledgement.
+func TestListenerDestroyWaitsForRequestAck(t *testing.T) {
+	sch, cch := newChannel(t, nil), newChannel(t, nil)
+	l := cmListen(t, sch, nil)
+	cli := mkID(t, cch, nil, id.PSTCP)
+	defer cli.Destroy()
+	resolve(t, cch, cli, l.LocalAddr())
+	_ = cli.Connect(nil)
+	ev := next(t, sch, id.EventConnectRequest)
+	child := ev.ID
+	done := make(chan struct{})
+	go func() { _ = l.Destroy(); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("listener destroyed with its request unacknowledged")
+	case <-time.After(100 * time.Millisecond):
+	}
+	_ = ev.Ack()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("listener destroy still blocked after the ack")
+	}
+	_ = child.Destroy() // an unaccepted request destroyed: rejected
+	rej := next(t, cch, id.EventRejected)
+	_ = rej.Ack()
+}
+
+// TestListenerDestroyRejectsPendingRequests: requests still queued when the
+// listener goes are rejected; nothing leaks.
+func TestListenerDestroyRejectsPendingRequests(t *testing.T) {
+	sch, cch := newChannel(t, nil), newChannel(t, nil)
+	l := cmListen(t, sch, nil)
+	const n = 5
+	var clis []*id.ID
+	for k := 0; k < n; k++ {
+		cli := mkID(t, cch, nil, id.PSTCP)
+		clis = append(clis, cli)
+		resolve(t, cch, cli, l.LocalAddr())
+		_ = cli.Connect(nil)
+	}
+	// Wait until every request is queued on the server channel.
+	deadline := time.Now().Add(3 * time.Second)
+	for sch.Source().(interface{ Endpoints() int }).Endpoints() < n+1 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if err := l.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	for k := 0; k < n; k++ {
+		_ = next(t, cch, id.EventRejected).Ack()
+	}
+	for _, c := range clis {
+		_ = c.Destroy()
+	}
+	sch.SetNonblocking(true)
+	if ev, err := sch.GetEvent(); err == nil {
+		t.Fatalf("server channel still holds %s", ev.Type)
+	}
 }

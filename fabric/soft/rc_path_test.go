@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
@@ -43,25 +42,25 @@ func TestRCSendRecv(t *testing.T) {
 					from, to := e[0], e[1]
 					msg := pattern(n, byte(dir+1))
 					rbuf := make([]byte, n+3)
-					rmr := reg(t, to, rbuf, fabric.AccessLocalWrite)
-					if err := to.qp.PostRecv(&fabric.RecvWR{WRID: 7, Buf: rbuf, MR: rmr}); err != nil {
+					rmr := reg(t, to, rbuf, id.AccessLocalWrite)
+					if err := to.qp.PostRecv(&id.RecvWR{WRID: 7, Buf: rbuf, MR: rmr}); err != nil {
 						t.Fatal(err)
 					}
 					smr := reg(t, from, msg, 0)
-					flags := fabric.SendSignaled
+					flags := id.SendSignaled
 					if dir == 1 {
-						flags |= fabric.SendSolicited
+						flags |= id.SendSolicited
 					}
-					if err := from.qp.PostSend(&fabric.SendWR{WRID: 9, Opcode: fabric.WRSend, Flags: flags, Buf: msg, MR: smr}); err != nil {
+					if err := from.qp.PostSend(&id.SendWR{WRID: 9, Opcode: id.WRSend, Flags: flags, Buf: msg, MR: smr}); err != nil {
 						t.Fatal(err)
 					}
 					wc := comp(t, from.qp.SendCQ())
-					wantWC(t, wc, fabric.WCSuccess, fabric.WCSend)
+					wantWC(t, wc, id.WCSuccess, id.WCSend)
 					if wc.WRID != 9 {
 						t.Fatalf("send wr id %d", wc.WRID)
 					}
 					wc = comp(t, to.qp.RecvCQ())
-					wantWC(t, wc, fabric.WCSuccess, fabric.WCRecv)
+					wantWC(t, wc, id.WCSuccess, id.WCRecv)
 					if wc.WRID != 7 || int(wc.ByteLen) != n || wc.Solicited != (dir == 1) || wc.QPNum != to.qp.Num() {
 						t.Fatalf("recv completion %+v, want %d bytes", wc, n)
 					}
@@ -93,16 +92,16 @@ func TestRCWrite(t *testing.T) {
 					src := pattern(n, 0x5a)
 					smr := reg(t, p.cli, src, 0)
 					// into the middle of the region
-					if err := p.cli.id.PostWrite(2, src, smr, fabric.SendSignaled, dmr.Addr()+8, dmr.RKey()); err != nil {
+					if err := p.cli.id.PostWrite(2, src, smr, id.SendSignaled, dmr.Addr()+8, dmr.RKey()); err != nil {
 						t.Fatal(err)
 					}
-					if err := p.cli.id.PostSend(3, nil, nil, fabric.SendSignaled); err != nil {
+					if err := p.cli.id.PostSend(3, nil, nil, id.SendSignaled); err != nil {
 						t.Fatal(err)
 					}
-					wantWC(t, comp(t, p.cli.qp.SendCQ()), fabric.WCSuccess, fabric.WCRDMAWrite)
-					wantWC(t, comp(t, p.cli.qp.SendCQ()), fabric.WCSuccess, fabric.WCSend)
+					wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCSuccess, id.WCRDMAWrite)
+					wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCSuccess, id.WCSend)
 					wc := comp(t, p.srv.qp.RecvCQ())
-					wantWC(t, wc, fabric.WCSuccess, fabric.WCRecv)
+					wantWC(t, wc, id.WCSuccess, id.WCRecv)
 					if wc.ByteLen != 0 {
 						t.Fatalf("zero-length send received as %d bytes", wc.ByteLen)
 					}
@@ -135,12 +134,12 @@ func TestRCRead(t *testing.T) {
 						t.Fatal(err)
 					}
 					dst := make([]byte, n)
-					dmr := reg(t, p.cli, dst, fabric.AccessLocalWrite)
-					if err := p.cli.id.PostRead(4, dst, dmr, fabric.SendSignaled, smr.Addr()+4, smr.RKey()); err != nil {
+					dmr := reg(t, p.cli, dst, id.AccessLocalWrite)
+					if err := p.cli.id.PostRead(4, dst, dmr, id.SendSignaled, smr.Addr()+4, smr.RKey()); err != nil {
 						t.Fatal(err)
 					}
 					wc := comp(t, p.cli.qp.SendCQ())
-					wantWC(t, wc, fabric.WCSuccess, fabric.WCRDMARead)
+					wantWC(t, wc, id.WCSuccess, id.WCRDMARead)
 					if wc.WRID != 4 || int(wc.ByteLen) != n {
 						t.Fatalf("read completion %+v", wc)
 					}
@@ -157,7 +156,7 @@ func TestRCRead(t *testing.T) {
 // paced, never more outstanding than the peer's IRD, and all complete in
 // order, interleaved with Sends.
 func TestRCReadsBeyondORD(t *testing.T) {
-	p := newPair(t, pairOpts{param: &fabric.ConnParam{ResponderResources: 1, InitiatorDepth: 2}})
+	p := newPair(t, pairOpts{param: &id.ConnParam{ResponderResources: 1, InitiatorDepth: 2}})
 	p.disconnect = true
 	defer p.close()
 	if ord := soft.ConnORD(p.cli.id.Endpoint()); ord != 2 {
@@ -167,7 +166,7 @@ func TestRCReadsBeyondORD(t *testing.T) {
 	smr, _ := p.srv.id.RegRead(src)
 	const n = 20
 	dst := make([]byte, n*4096)
-	dmr := reg(t, p.cli, dst, fabric.AccessLocalWrite)
+	dmr := reg(t, p.cli, dst, id.AccessLocalWrite)
 	for k := 0; k < n; k++ {
 		if err := p.srv.id.PostRecv(uint64(k), nil, nil); err != nil {
 			t.Fatal(err)
@@ -177,16 +176,16 @@ func TestRCReadsBeyondORD(t *testing.T) {
 		if err := p.cli.id.PostRead(uint64(2*k), dst[k*4096:(k+1)*4096], dmr, 0, smr.Addr()+uint64(k*4096), smr.RKey()); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.cli.id.PostSend(uint64(2*k+1), nil, nil, fabric.SendSignaled); err != nil {
+		if err := p.cli.id.PostSend(uint64(2*k+1), nil, nil, id.SendSignaled); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for k := 0; k < n; k++ {
 		wc := comp(t, p.cli.qp.SendCQ())
-		if wc.WRID != uint64(2*k+1) || wc.Status != fabric.WCSuccess {
+		if wc.WRID != uint64(2*k+1) || wc.Status != id.WCSuccess {
 			t.Fatalf("completion %d: %+v", k, wc)
 		}
-		wantWC(t, comp(t, p.srv.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
+		wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
 	}
 	sameBytes(t, dst, src[:n*4096])
 }
@@ -214,7 +213,7 @@ func TestRCManyIDs(t *testing.T) {
 				return
 			}
 			switch ev.Type {
-			case fabric.EventConnectRequest:
+			case id.EventConnectRequest:
 				if err := ev.ID.CreateQP(nil); err != nil {
 					t.Error(err)
 					return
@@ -232,7 +231,7 @@ func TestRCManyIDs(t *testing.T) {
 					defer wg.Done()
 					for {
 						wc := comp(t, s.QP().RecvCQ())
-						if wc.Status != fabric.WCSuccess {
+						if wc.Status != id.WCSuccess {
 							return // flushed at disconnect
 						}
 						// The client waits for the echo, so the previous
@@ -245,7 +244,7 @@ func TestRCManyIDs(t *testing.T) {
 						}
 					}
 				}(ev.ID)
-			case fabric.EventDisconnected:
+			case id.EventDisconnected:
 				disc++
 			}
 		}
@@ -258,8 +257,8 @@ func TestRCManyIDs(t *testing.T) {
 			defer cw.Done()
 			ch := newRCChan(t, f)
 			defer ch.src.Close()
-			e := dial(t, ch, port, fabric.QPInitAttr{}, nil, nil)
-			ch.want(t, fabric.EventEstablished)
+			e := dial(t, ch, port, id.QPInitAttr{}, nil, nil)
+			ch.want(t, id.EventEstablished)
 			rbuf := make([]byte, size)
 			rm, _ := e.id.RegMsgs(rbuf)
 			for r := 0; r < rounds; r++ {
@@ -271,7 +270,7 @@ func TestRCManyIDs(t *testing.T) {
 					return
 				}
 				wc := comp(t, e.qp.RecvCQ())
-				if wc.Status != fabric.WCSuccess || int(wc.ByteLen) != size {
+				if wc.Status != id.WCSuccess || int(wc.ByteLen) != size {
 					t.Errorf("conn %d round %d: %+v", k, r, wc)
 					return
 				}
@@ -279,7 +278,7 @@ func TestRCManyIDs(t *testing.T) {
 				_ = e.id.DeregMR(sm)
 			}
 			_ = e.id.Disconnect()
-			ch.want(t, fabric.EventDisconnected)
+			ch.want(t, id.EventDisconnected)
 			_ = e.id.Destroy()
 		}(k)
 	}
@@ -309,25 +308,25 @@ func TestRCRecvExhaustion(t *testing.T) {
 		cm, _ := p.cli.id.RegMsgs(cbuf)
 		_ = p.cli.id.PostRecv(5, cbuf, cm)
 		for k := 0; k < 2; k++ {
-			if err := p.cli.id.PostSend(uint64(10+k), nil, nil, fabric.SendSignaled); err != nil {
+			if err := p.cli.id.PostSend(uint64(10+k), nil, nil, id.SendSignaled); err != nil {
 				t.Fatal(err)
 			}
 		}
-		wantWC(t, comp(t, p.srv.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
-		p.srvCh.want(t, fabric.EventDisconnected)
-		p.cliCh.want(t, fabric.EventDisconnected)
+		wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
+		p.srvCh.want(t, id.EventDisconnected)
+		p.cliCh.want(t, id.EventDisconnected)
 		for k := 0; k < 2; k++ {
-			wantWC(t, comp(t, p.cli.qp.SendCQ()), fabric.WCSuccess, fabric.WCSend) // both were on the wire
+			wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCSuccess, id.WCSend) // both were on the wire
 		}
-		wantWC(t, comp(t, p.cli.qp.RecvCQ()), fabric.WCWRFlushErr, fabric.WCRecv)
+		wantWC(t, comp(t, p.cli.qp.RecvCQ()), id.WCWRFlushErr, id.WCRecv)
 		// After the connection is gone, new requests are flushed at once.
 		_ = p.cli.id.PostSend(12, nil, nil, 0)
 		wc := comp(t, p.cli.qp.SendCQ())
-		if wc.WRID != 12 || wc.Status != fabric.WCWRFlushErr {
+		if wc.WRID != 12 || wc.Status != id.WCWRFlushErr {
 			t.Fatalf("post after terminate: %+v", wc)
 		}
 		_ = p.srv.id.PostRecv(2, nil, nil)
-		wantWC(t, comp(t, p.srv.qp.RecvCQ()), fabric.WCWRFlushErr, fabric.WCRecv)
+		wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCWRFlushErr, id.WCRecv)
 	})
 	t.Run("too-small", func(t *testing.T) {
 		p := newPair(t, pairOpts{})
@@ -337,12 +336,12 @@ func TestRCRecvExhaustion(t *testing.T) {
 		_ = p.srv.id.PostRecv(1, rbuf, rm)
 		_ = p.srv.id.PostRecv(2, rbuf, rm)
 		msg := make([]byte, 100)
-		_ = p.cli.id.PostSend(3, msg, nil, fabric.SendInline)
+		_ = p.cli.id.PostSend(3, msg, nil, id.SendInline)
 		wc := comp(t, p.srv.qp.RecvCQ())
-		wantWC(t, wc, fabric.WCLocLenErr, fabric.WCRecv)
-		wantWC(t, comp(t, p.srv.qp.RecvCQ()), fabric.WCWRFlushErr, fabric.WCRecv)
-		p.srvCh.want(t, fabric.EventDisconnected)
-		p.cliCh.want(t, fabric.EventDisconnected)
+		wantWC(t, wc, id.WCLocLenErr, id.WCRecv)
+		wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCWRFlushErr, id.WCRecv)
+		p.srvCh.want(t, id.EventDisconnected)
+		p.cliCh.want(t, id.EventDisconnected)
 	})
 }
 
@@ -353,7 +352,7 @@ func TestRCRecvExhaustion(t *testing.T) {
 func TestRCProtection(t *testing.T) {
 	type target struct {
 		name   string
-		access fabric.Access
+		access id.Access
 		off    uint64 // from the region's address
 		n      int
 		badKey bool
@@ -362,11 +361,11 @@ func TestRCProtection(t *testing.T) {
 		{name: "bad-stag", access: rwAccess, n: 8, badKey: true},
 		{name: "out-of-bounds", access: rwAccess, off: 60, n: 8},
 		{name: "before-region", access: rwAccess, off: ^uint64(0), n: 8},
-		{name: "no-access", access: fabric.AccessLocalWrite, n: 8},
+		{name: "no-access", access: id.AccessLocalWrite, n: 8},
 	} {
-		for _, op := range []fabric.WROpcode{fabric.WRRead, fabric.WRWrite} {
+		for _, op := range []id.WROpcode{id.WRRead, id.WRWrite} {
 			name := "read-"
-			if op == fabric.WRWrite {
+			if op == id.WRWrite {
 				name = "write-"
 			}
 			t.Run(name+tc.name, func(t *testing.T) {
@@ -379,32 +378,32 @@ func TestRCProtection(t *testing.T) {
 					key ^= 0xff // same index, wrong key
 				}
 				local := make([]byte, tc.n)
-				lm := reg(t, p.cli, local, fabric.AccessLocalWrite)
+				lm := reg(t, p.cli, local, id.AccessLocalWrite)
 				cbuf := make([]byte, 8)
-				if err := p.cli.id.PostRecv(20, cbuf, reg(t, p.cli, cbuf, fabric.AccessLocalWrite)); err != nil {
+				if err := p.cli.id.PostRecv(20, cbuf, reg(t, p.cli, cbuf, id.AccessLocalWrite)); err != nil {
 					t.Fatal(err)
 				}
-				err := p.cli.qp.PostSend(&fabric.SendWR{WRID: 1, Opcode: op, Flags: fabric.SendSignaled, Buf: local, MR: lm,
+				err := p.cli.qp.PostSend(&id.SendWR{WRID: 1, Opcode: op, Flags: id.SendSignaled, Buf: local, MR: lm,
 					RemoteAddr: m.Addr() + tc.off, RKey: key})
 				if err != nil {
 					t.Fatal(err)
 				}
-				_ = p.cli.id.PostSend(2, nil, nil, fabric.SendSignaled)
-				p.srvCh.want(t, fabric.EventDisconnected)
-				p.cliCh.want(t, fabric.EventDisconnected)
+				_ = p.cli.id.PostSend(2, nil, nil, id.SendSignaled)
+				p.srvCh.want(t, id.EventDisconnected)
+				p.cliCh.want(t, id.EventDisconnected)
 				wc := comp(t, p.cli.qp.SendCQ())
-				if op == fabric.WRRead {
-					wantWC(t, wc, fabric.WCRemAccessErr, fabric.WCRDMARead)
+				if op == id.WRRead {
+					wantWC(t, wc, id.WCRemAccessErr, id.WCRDMARead)
 				} else {
 					// A Write completes once on the wire (iWARP has no
 					// acknowledgement); the Terminate then flushes the rest.
-					wantWC(t, wc, fabric.WCSuccess, fabric.WCRDMAWrite)
+					wantWC(t, wc, id.WCSuccess, id.WCRDMAWrite)
 				}
 				wc = comp(t, p.cli.qp.SendCQ())
-				if wc.WRID != 2 || (wc.Status != fabric.WCWRFlushErr && wc.Status != fabric.WCSuccess) {
+				if wc.WRID != 2 || (wc.Status != id.WCWRFlushErr && wc.Status != id.WCSuccess) {
 					t.Fatalf("second completion %+v", wc)
 				}
-				wantWC(t, comp(t, p.cli.qp.RecvCQ()), fabric.WCWRFlushErr, fabric.WCRecv)
+				wantWC(t, comp(t, p.cli.qp.RecvCQ()), id.WCWRFlushErr, id.WCRecv)
 			})
 		}
 	}
@@ -414,23 +413,23 @@ func TestRCProtection(t *testing.T) {
 		p.disconnect = true
 		defer p.close()
 		buf := make([]byte, 64)
-		m := reg(t, p.cli, buf, fabric.AccessLocalWrite)
+		m := reg(t, p.cli, buf, id.AccessLocalWrite)
 		other := make([]byte, 8)
-		for _, wr := range []fabric.SendWR{
-			{Opcode: fabric.WRSend, Buf: other, MR: m},                   // outside the region
-			{Opcode: fabric.WRSend, Buf: buf},                            // no region
-			{Opcode: fabric.WRSend, Buf: buf, MR: reg(t, p.srv, buf, 0)}, // another QP's
+		for _, wr := range []id.SendWR{
+			{Opcode: id.WRSend, Buf: other, MR: m},                   // outside the region
+			{Opcode: id.WRSend, Buf: buf},                            // no region
+			{Opcode: id.WRSend, Buf: buf, MR: reg(t, p.srv, buf, 0)}, // another QP's
 			{Opcode: 9}, // no such opcode
-			{Opcode: fabric.WRRead, Buf: buf, MR: m, Flags: fabric.SendInline},
-			{Opcode: fabric.WRSend, Buf: make([]byte, 1<<20), Flags: fabric.SendInline},
-			{Opcode: fabric.WRSend, RemoteQPN: 5},
+			{Opcode: id.WRRead, Buf: buf, MR: m, Flags: id.SendInline},
+			{Opcode: id.WRSend, Buf: make([]byte, 1<<20), Flags: id.SendInline},
+			{Opcode: id.WRSend, RemoteQPN: 5},
 		} {
 			if err := p.cli.qp.PostSend(&wr); !isErrno(err, syscall.EINVAL) {
 				t.Errorf("PostSend(%+v) = %v, want EINVAL", wr.Opcode, err)
 			}
 		}
 		ro := reg(t, p.cli, make([]byte, 8), 0)
-		if err := p.cli.qp.PostRecv(&fabric.RecvWR{Buf: make([]byte, 8), MR: ro}); !isErrno(err, syscall.EINVAL) {
+		if err := p.cli.qp.PostRecv(&id.RecvWR{Buf: make([]byte, 8), MR: ro}); !isErrno(err, syscall.EINVAL) {
 			t.Errorf("PostRecv outside region = %v", err)
 		}
 		if err := p.cli.id.PostRead(1, buf, ro, 0, 0, 1); !isErrno(err, syscall.EINVAL) {
@@ -438,9 +437,9 @@ func TestRCProtection(t *testing.T) {
 		}
 		// The connection is still fine.
 		_ = p.srv.id.PostRecv(1, nil, nil)
-		_ = p.cli.id.PostSend(2, nil, nil, fabric.SendSignaled)
-		wantWC(t, comp(t, p.cli.qp.SendCQ()), fabric.WCSuccess, fabric.WCSend)
-		wantWC(t, comp(t, p.srv.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
+		_ = p.cli.id.PostSend(2, nil, nil, id.SendSignaled)
+		wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCSuccess, id.WCSend)
+		wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
 	})
 
 	t.Run("deregistered-after-post", func(t *testing.T) {
@@ -449,38 +448,38 @@ func TestRCProtection(t *testing.T) {
 		// and when the hold ends it completes with a local protection
 		// error while the next one goes through.
 		var (
-			m   fabric.MR
+			m   id.MR
 			buf = make([]byte, 32)
 		)
 		p := newPair(t, pairOpts{srvFab: soft.New(soft.WithResponderHold(time.Hour)), prepCli: func(tb testing.TB, e *rcEnd) {
-			_ = e.qp.PostRecv(&fabric.RecvWR{WRID: 3})
-			_ = e.qp.PostRecv(&fabric.RecvWR{WRID: 4})
+			_ = e.qp.PostRecv(&id.RecvWR{WRID: 3})
+			_ = e.qp.PostRecv(&id.RecvWR{WRID: 4})
 		}, prepSrv: func(tb testing.TB, e *rcEnd) {
-			m = reg(tb, e, buf, fabric.AccessLocalWrite)
-			_ = e.qp.PostRecv(&fabric.RecvWR{WRID: 5})
+			m = reg(tb, e, buf, id.AccessLocalWrite)
+			_ = e.qp.PostRecv(&id.RecvWR{WRID: 5})
 		}})
 		p.disconnect = true
 		defer p.close()
 		sq := p.srv.qp
-		if err := sq.PostSend(&fabric.SendWR{WRID: 1, Opcode: fabric.WRSend, Flags: fabric.SendSignaled, Buf: buf, MR: m}); err != nil {
+		if err := sq.PostSend(&id.SendWR{WRID: 1, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: buf, MR: m}); err != nil {
 			t.Fatal(err)
 		}
 		if err := sq.DeregMR(m); err != nil {
 			t.Fatal(err)
 		}
-		_ = sq.PostSend(&fabric.SendWR{WRID: 2, Opcode: fabric.WRSend, Flags: fabric.SendSignaled})
-		if n := sq.SendCQ().Poll(make([]fabric.WC, 2)); n != 0 {
+		_ = sq.PostSend(&id.SendWR{WRID: 2, Opcode: id.WRSend, Flags: id.SendSignaled})
+		if n := sq.SendCQ().Poll(make([]id.WC, 2)); n != 0 {
 			t.Fatalf("%d completions during the hold", n)
 		}
 		// The initiator's first FPDU ends the hold.
-		_ = p.cli.qp.PostSend(&fabric.SendWR{WRID: 6, Opcode: fabric.WRSend})
-		wantWC(t, comp(t, p.srv.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
+		_ = p.cli.qp.PostSend(&id.SendWR{WRID: 6, Opcode: id.WRSend})
+		wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
 		wc := comp(t, sq.SendCQ())
-		if wc.WRID != 1 || wc.Status != fabric.WCLocProtErr {
+		if wc.WRID != 1 || wc.Status != id.WCLocProtErr {
 			t.Fatalf("%+v, want a local protection error", wc)
 		}
-		wantWC(t, comp(t, sq.SendCQ()), fabric.WCSuccess, fabric.WCSend)
-		wantWC(t, comp(t, p.cli.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
+		wantWC(t, comp(t, sq.SendCQ()), id.WCSuccess, id.WCSend)
+		wantWC(t, comp(t, p.cli.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
 	})
 }
 
@@ -492,18 +491,18 @@ func TestRCQPLifecycle(t *testing.T) {
 		f := soft.New()
 		srvCh, cliCh := newRCChan(t, f), newRCChan(t, f)
 		lis := listen(t, srvCh)
-		cid, _ := id.Create(cliCh, nil, fabric.PSTCP)
+		cid, _ := id.Create(cliCh, nil, id.PSTCP)
 		_ = cid.ResolveAddr(netip.AddrPort{}, lis.LocalAddr(), time.Second)
-		cliCh.want(t, fabric.EventAddrResolved)
+		cliCh.want(t, id.EventAddrResolved)
 		_ = cid.ResolveRoute(time.Second)
-		cliCh.want(t, fabric.EventRouteResolved)
+		cliCh.want(t, id.EventRouteResolved)
 		// No QP yet on either side.
 		_ = cid.Connect(nil)
-		ev := srvCh.want(t, fabric.EventConnectRequest)
+		ev := srvCh.want(t, id.EventConnectRequest)
 		sid := ev.ID
 		_ = sid.Accept(nil)
-		srvCh.want(t, fabric.EventEstablished)
-		cliCh.want(t, fabric.EventEstablished)
+		srvCh.want(t, id.EventEstablished)
+		cliCh.want(t, id.EventEstablished)
 		if err := sid.CreateQP(nil); err != nil {
 			t.Fatal(err)
 		}
@@ -514,9 +513,9 @@ func TestRCQPLifecycle(t *testing.T) {
 		m, _ := sid.RegMsgs(buf)
 		_ = sid.PostRecv(1, buf, m)
 		time.Sleep(20 * time.Millisecond) // let the QPs attach
-		_ = cid.PostSend(2, []byte("hello"), nil, fabric.SendInline|fabric.SendSignaled)
-		wantWC(t, comp(t, cid.QP().SendCQ()), fabric.WCSuccess, fabric.WCSend)
-		wantWC(t, comp(t, sid.QP().RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
+		_ = cid.PostSend(2, []byte("hello"), nil, id.SendInline|id.SendSignaled)
+		wantWC(t, comp(t, cid.QP().SendCQ()), id.WCSuccess, id.WCSend)
+		wantWC(t, comp(t, sid.QP().RecvCQ()), id.WCSuccess, id.WCRecv)
 		if string(buf) != "hello" {
 			t.Fatalf("got %q", buf)
 		}
@@ -526,8 +525,8 @@ func TestRCQPLifecycle(t *testing.T) {
 		}
 		srvCh.none(t, 50*time.Millisecond)
 		_ = cid.Disconnect()
-		cliCh.want(t, fabric.EventDisconnected)
-		srvCh.want(t, fabric.EventDisconnected)
+		cliCh.want(t, id.EventDisconnected)
+		srvCh.want(t, id.EventDisconnected)
 		for _, i := range []*id.ID{cid, sid, lis} {
 			_ = i.Destroy()
 		}
@@ -539,16 +538,16 @@ func TestRCQPLifecycle(t *testing.T) {
 		f := soft.New()
 		srvCh, cliCh := newRCChan(t, f), newRCChan(t, f)
 		lis := listen(t, srvCh)
-		e := dial(t, cliCh, lis.LocalAddr().Port(), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+		e := dial(t, cliCh, lis.LocalAddr().Port(), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
 			_ = e.id.PostRecv(1, nil, nil)
 		})
-		ev := srvCh.want(t, fabric.EventConnectRequest)
+		ev := srvCh.want(t, id.EventConnectRequest)
 		_ = ev.ID.Reject(nil)
-		cliCh.want(t, fabric.EventRejected)
-		wantWC(t, comp(t, e.qp.RecvCQ()), fabric.WCWRFlushErr, fabric.WCRecv)
+		cliCh.want(t, id.EventRejected)
+		wantWC(t, comp(t, e.qp.RecvCQ()), id.WCWRFlushErr, id.WCRecv)
 		// A send posted once the QP is in error completes at once, flushed.
 		_ = e.id.PostSend(2, nil, nil, 0)
-		wantWC(t, comp(t, e.qp.SendCQ()), fabric.WCWRFlushErr, fabric.WCSend)
+		wantWC(t, comp(t, e.qp.SendCQ()), id.WCWRFlushErr, id.WCSend)
 		_ = e.id.Destroy()
 		_ = ev.ID.Destroy()
 		_ = lis.Destroy()
@@ -557,7 +556,7 @@ func TestRCQPLifecycle(t *testing.T) {
 		quiesceFabs(t, f)
 	})
 	t.Run("queue-full", func(t *testing.T) {
-		p := newPair(t, pairOpts{attr: fabric.QPInitAttr{Cap: fabric.QPCap{MaxSendWR: 2, MaxRecvWR: 1}}})
+		p := newPair(t, pairOpts{attr: id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 2, MaxRecvWR: 1}}})
 		p.disconnect = true
 		defer p.close()
 		_ = p.cli.id.PostRecv(1, nil, nil)
@@ -574,19 +573,19 @@ func TestRCP2PNoQPYet(t *testing.T) {
 		fs, fc := soft.New(), soft.New(soft.WithP2P(rtr))
 		srvCh, cliCh := newRCChan(t, fs), newRCChan(t, fc)
 		lis := listen(t, srvCh)
-		cid, _ := id.Create(cliCh, nil, fabric.PSTCP)
+		cid, _ := id.Create(cliCh, nil, id.PSTCP)
 		_ = cid.ResolveAddr(netip.AddrPort{}, lis.LocalAddr(), time.Second)
-		cliCh.want(t, fabric.EventAddrResolved)
+		cliCh.want(t, id.EventAddrResolved)
 		_ = cid.ResolveRoute(time.Second)
-		cliCh.want(t, fabric.EventRouteResolved)
+		cliCh.want(t, id.EventRouteResolved)
 		_ = cid.Connect(nil)
-		ev := srvCh.want(t, fabric.EventConnectRequest)
+		ev := srvCh.want(t, id.EventConnectRequest)
 		_ = ev.ID.Accept(nil)
-		cliCh.want(t, fabric.EventEstablished)
-		srvCh.want(t, fabric.EventEstablished) // the RTR arrived
+		cliCh.want(t, id.EventEstablished)
+		srvCh.want(t, id.EventEstablished) // the RTR arrived
 		_ = cid.Disconnect()
-		cliCh.want(t, fabric.EventDisconnected)
-		srvCh.want(t, fabric.EventDisconnected)
+		cliCh.want(t, id.EventDisconnected)
+		srvCh.want(t, id.EventDisconnected)
 		for _, i := range []*id.ID{cid, ev.ID, lis} {
 			_ = i.Destroy()
 		}
@@ -612,9 +611,9 @@ func TestRCP2P(t *testing.T) {
 			// The responder may send right away: the RTR came first.
 			_ = p.cli.id.PostRecv(2, nil, nil)
 			_ = p.srv.id.PostSend(3, nil, nil, 0)
-			wantWC(t, comp(t, p.cli.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
+			wantWC(t, comp(t, p.cli.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
 			_ = p.cli.id.PostSend(4, nil, nil, 0)
-			wantWC(t, comp(t, p.srv.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
+			wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
 		})
 	}
 }

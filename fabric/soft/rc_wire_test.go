@@ -3,7 +3,6 @@ package soft_test
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"io"
 	"net"
 	"strconv"
@@ -14,69 +13,10 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/iwarp"
 )
-
-// recrc recomputes the CRC of a whole, hand-edited FPDU.
-func recrc(b []byte, crc bool) []byte {
-	if crc {
-		n := len(b) - iwarp.CRCLen
-		binary.LittleEndian.PutUint32(b[n:], iwarp.CRC32c(b[:n]))
-	}
-	return b
-}
-
-// rawULPDU wraps arbitrary ULPDU bytes into an FPDU.
-func rawULPDU(u []byte, crc bool) []byte {
-	b, _ := iwarp.AppendFPDU(nil, nil, u, crc)
-	return b
-}
-
-// readMPA reads one MPA frame from a raw peer connection; extra bytes
-// that came with it are returned too.
-func readMPA(tb testing.TB, c net.Conn) (iwarp.MPAFrame, []byte) {
-	tb.Helper()
-	var buf []byte
-	var tmp [512]byte
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for {
-		var f iwarp.MPAFrame
-		n, err := iwarp.ParseMPA(buf, &f)
-		if err == nil {
-			f.PrivateData = append([]byte(nil), f.PrivateData...)
-			return f, buf[n:]
-		}
-		if !errors.Is(err, iwarp.ErrShort) {
-			tb.Fatalf("MPA frame: %v", err)
-		}
-		k, err := c.Read(tmp[:])
-		if err != nil {
-			tb.Fatalf("reading the MPA frame: %v", err)
-		}
-		buf = append(buf, tmp[:k]...)
-	}
-}
-
-// readAll reads until EOF (or an error) and returns the FPDUs' ULPDUs.
-func readULPDUs(tb testing.TB, c net.Conn, crc bool, pre []byte) [][]byte {
-	tb.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	rest, _ := io.ReadAll(c)
-	b := append(pre, rest...)
-	var out [][]byte
-	for len(b) > 0 {
-		u, n, err := iwarp.ParseFPDU(b, crc)
-		if err != nil {
-			tb.Fatalf("FPDU from the fabric: %v (%x)", err, b)
-		}
-		out = append(out, append([]byte(nil), u...))
-		b = b[n:]
-	}
-	return out
-}
 
 // syncBuf is a log sink the loop may write while the test reads.
 type syncBuf struct {
@@ -103,8 +43,8 @@ type rawServerSide struct {
 	lis   *id.ID
 	port  string
 	ids   []*id.ID
-	write fabric.MR // a 64-byte remote-writable region of the last accepted id
-	read  fabric.MR // a 64-byte remote-readable one
+	write id.MR // a 64-byte remote-writable region of the last accepted id
+	read  id.MR // a 64-byte remote-readable one
 }
 
 // rawAccept dials the Go listener from a raw TCP peer, sends req, lets the
@@ -123,18 +63,18 @@ func (s *rawServerSide) rawAccept(tb testing.TB, req iwarp.MPAFrame, wantEstabli
 	if _, err := c.Write(b); err != nil {
 		tb.Fatal(err)
 	}
-	e := acceptNext(tb, s.ch, fabric.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
+	e := acceptNext(tb, s.ch, id.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
 		buf := make([]byte, 64)
-		m := reg(tb, e, buf, fabric.AccessLocalWrite)
-		if err := e.qp.PostRecv(&fabric.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
+		m := reg(tb, e, buf, id.AccessLocalWrite)
+		if err := e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
 			tb.Fatal(err)
 		}
-		s.write = reg(tb, e, make([]byte, 64), fabric.AccessLocalWrite|fabric.AccessRemoteWrite)
-		s.read = reg(tb, e, make([]byte, 64), fabric.AccessRemoteRead)
+		s.write = reg(tb, e, make([]byte, 64), id.AccessLocalWrite|id.AccessRemoteWrite)
+		s.read = reg(tb, e, make([]byte, 64), id.AccessRemoteRead)
 	})
 	s.ids = append(s.ids, e.id)
 	if wantEstablished {
-		s.ch.want(tb, fabric.EventEstablished)
+		s.ch.want(tb, id.EventEstablished)
 	}
 	f, extra := readMPA(tb, c)
 	if len(extra) > 0 {
@@ -254,7 +194,7 @@ func TestRCMalformed(t *testing.T) {
 		t.Helper()
 		_ = by.srv.id.PostRecv(1, nil, nil)
 		_ = by.cli.id.PostSend(2, nil, nil, 0)
-		wantWC(t, comp(t, by.srv.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
+		wantWC(t, comp(t, by.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
 	}
 	s := newRawServerSide(t, f)
 	for _, k := range cases {
@@ -267,7 +207,7 @@ func TestRCMalformed(t *testing.T) {
 			if k.name == "fin-mid-fpdu" {
 				_ = c.(*net.TCPConn).CloseWrite()
 			}
-			s.ch.want(t, fabric.EventDisconnected)
+			s.ch.want(t, id.EventDisconnected)
 			us := readULPDUs(t, c, k.crc, nil)
 			var got *iwarp.Terminate
 			for _, u := range us {
@@ -293,7 +233,7 @@ func TestRCMalformed(t *testing.T) {
 			}
 			// The id's posted receive is flushed (or was used).
 			qp := s.ids[len(s.ids)-1].QP()
-			if wc := comp(t, qp.RecvCQ()); wc.Status != fabric.WCWRFlushErr && wc.Status != fabric.WCSuccess && wc.Status != fabric.WCLocLenErr {
+			if wc := comp(t, qp.RecvCQ()); wc.Status != id.WCWRFlushErr && wc.Status != id.WCSuccess && wc.Status != id.WCLocLenErr {
 				t.Fatalf("receive completion %+v", wc)
 			}
 			ping()
@@ -320,10 +260,10 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 			f := soft.New()
 			ch := newRCChan(t, f)
 			buf := make([]byte, 100)
-			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
-				m := reg(tb, e, buf, fabric.AccessLocalWrite)
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+				m := reg(tb, e, buf, id.AccessLocalWrite)
 				for k := 0; k < 2; k++ {
-					_ = e.qp.PostRecv(&fabric.RecvWR{WRID: uint64(k), Buf: buf, MR: m})
+					_ = e.qp.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: buf, MR: m})
 				}
 			})
 			c, err := ln.Accept()
@@ -343,18 +283,18 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 			if _, err := c.Write(b); err != nil {
 				t.Fatal(err)
 			}
-			ch.want(t, fabric.EventEstablished)
+			ch.want(t, id.EventEstablished)
 			wc := comp(t, e.qp.RecvCQ())
-			if wc.Status != fabric.WCSuccess || wc.ByteLen != 100 || wc.Solicited {
+			if wc.Status != id.WCSuccess || wc.ByteLen != 100 || wc.Solicited {
 				t.Fatalf("%+v", wc)
 			}
 			wc = comp(t, e.qp.RecvCQ())
-			if wc.Status != fabric.WCSuccess || wc.ByteLen != 10 || !wc.Solicited {
+			if wc.Status != id.WCSuccess || wc.ByteLen != 10 || !wc.Solicited {
 				t.Fatalf("%+v", wc)
 			}
 			sameBytes(t, buf[:10], msg[:10])
 			// A send from the Go side: exactly siw's layout for 100 bytes.
-			_ = e.id.PostSend(3, msg, nil, fabric.SendInline)
+			_ = e.id.PostSend(3, msg, nil, id.SendInline)
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			out := make([]byte, 124)
 			if _, err := io.ReadFull(c, out); err != nil {
@@ -369,7 +309,7 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 				t.Fatalf("send on the wire:\n%x\nwant\n%x", out, want)
 			}
 			_ = c.Close()
-			ch.want(t, fabric.EventDisconnected)
+			ch.want(t, id.EventDisconnected)
 			_ = e.id.Destroy()
 			_ = ch.src.Close()
 			quiesceFabs(t, f)
@@ -390,8 +330,8 @@ func TestRCP2PWire(t *testing.T) {
 			f := soft.New(soft.WithP2P(soft.RTRWrite | soft.RTRRead))
 			ch := newRCChan(t, f)
 			buf := make([]byte, 8)
-			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
-				_ = e.qp.PostRecv(&fabric.RecvWR{WRID: 1, Buf: buf, MR: reg(tb, e, buf, fabric.AccessLocalWrite)})
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+				_ = e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: reg(tb, e, buf, id.AccessLocalWrite)})
 			})
 			c, err := ln.Accept()
 			if err != nil {
@@ -405,7 +345,7 @@ func TestRCP2PWire(t *testing.T) {
 				WriteRTR: rtr == soft.RTRWrite, ReadRTR: rtr == soft.RTRRead}
 			b, _ := iwarp.AppendMPA(nil, &rep)
 			_, _ = c.Write(b)
-			ch.want(t, fabric.EventEstablished)
+			ch.want(t, id.EventEstablished)
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			if rtr == soft.RTRWrite {
 				got := make([]byte, 20)
@@ -431,11 +371,11 @@ func TestRCP2PWire(t *testing.T) {
 			}
 			_, _ = c.Write(soft.FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("p2p!"), false))
 			wc := comp(t, e.qp.RecvCQ())
-			if wc.Status != fabric.WCSuccess || string(buf[:wc.ByteLen]) != "p2p!" {
+			if wc.Status != id.WCSuccess || string(buf[:wc.ByteLen]) != "p2p!" {
 				t.Fatalf("%+v %q", wc, buf)
 			}
 			_ = c.Close()
-			ch.want(t, fabric.EventDisconnected)
+			ch.want(t, id.EventDisconnected)
 			_ = e.id.Destroy()
 			_ = ch.src.Close()
 			_ = ln.Close()
@@ -460,7 +400,7 @@ func TestRCP2PWire(t *testing.T) {
 				rtr = soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1, Read: iwarp.ReadRequest{SinkSTag: 77}}, nil, false)
 			}
 			_, _ = c.Write(rtr)
-			s.ch.want(t, fabric.EventEstablished)
+			s.ch.want(t, id.EventEstablished)
 			if rep.ReadRTR {
 				got := make([]byte, 20)
 				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -473,7 +413,7 @@ func TestRCP2PWire(t *testing.T) {
 				}
 			}
 			_ = c.Close()
-			s.ch.want(t, fabric.EventDisconnected)
+			s.ch.want(t, id.EventDisconnected)
 		}
 		s.close(t)
 		quiesceFabs(t, f)
@@ -491,7 +431,7 @@ func TestRCResponderHold(t *testing.T) {
 		c, _ := s.rawAccept(t, enhancedReq(false), true)
 		srv := s.ids[len(s.ids)-1]
 		t0 := time.Now()
-		if err := srv.PostSend(1, []byte("first"), nil, fabric.SendInline); err != nil {
+		if err := srv.PostSend(1, []byte("first"), nil, id.SendInline); err != nil {
 			t.Fatal(err)
 		}
 		if initiatorFirst {
@@ -513,7 +453,7 @@ func TestRCResponderHold(t *testing.T) {
 			t.Errorf("FPDU %x", got)
 		}
 		_ = c.Close()
-		s.ch.want(t, fabric.EventDisconnected)
+		s.ch.want(t, id.EventDisconnected)
 	}
 	s.close(t)
 	quiesceFabs(t, f)

@@ -16,86 +16,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
-
-// randomGroup returns an IPv4 group and a port no other run of these tests
-// is likely to use at the same time.
-func randomGroup() (netip.Addr, uint16) {
-	return netip.AddrFrom4([4]byte{239, byte(1 + rand.IntN(250)), byte(rand.IntN(256)), byte(1 + rand.IntN(250))}),
-		uint16(20000 + rand.IntN(10000))
-}
-
-// mcMember is a UD id joined to a group, with a QP and receives posted.
-type mcMember struct {
-	ch  *channel.Channel
-	id  *id.ID
-	ud  id.UDParam
-	buf *udBufs
-}
-
-// joinGroup binds (or resolves to the group, mckey's way) and joins.
-func joinGroup(t *testing.T, f *soft.Fabric, local, group netip.Addr, flags id.JoinFlags, resolveToGroup bool, recvs int) *mcMember {
-	t.Helper()
-	m := &mcMember{ch: newChannel(t, f)}
-	m.id = create(t, m.ch, id.PSUDP)
-	if resolveToGroup {
-		if err := m.id.ResolveAddr(netip.AddrPortFrom(local, 0), netip.AddrPortFrom(group, 0), time.Second); err != nil {
-			t.Fatal(err)
-		}
-		ack(t, next(t, m.ch, id.EventAddrResolved))
-	} else if err := m.id.Bind(netip.AddrPortFrom(local, 0)); err != nil {
-		t.Fatal(err)
-	}
-	if err := m.id.CreateQP(nil); err != nil {
-		t.Fatal(err)
-	}
-	m.buf = regUD(t, m.id, 64*max(recvs, 1))
-	for k := 0; k < recvs; k++ {
-		if err := m.id.PostRecv(uint64(k), m.buf.buf[k*64:(k+1)*64], m.buf.mr); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := m.id.JoinMulticastContext(context.Background(), group, flags, "ctx"); err != nil {
-		t.Fatal(err)
-	}
-	ev := next(t, m.ch, id.EventMulticastJoin)
-	m.ud = ev.UD
-	if ev.Group != group || ev.JoinContext != "ctx" || ev.UD.QPNum != 0xFFFFFF || ev.UD.QKey != id.UDPQKey || ev.UD.AH.Addr() != group || ev.UD.AH.IsGlobal != 1 {
-		t.Fatalf("MULTICAST_JOIN: group %s ctx %v %+v", ev.Group, ev.JoinContext, ev.UD)
-	}
-	ack(t, ev)
-	return m
-}
-
-func (m *mcMember) send(t *testing.T, wrid uint64, msg string) {
-	t.Helper()
-	copy(m.buf.buf, msg)
-	if err := m.id.PostUDSend(wrid, m.buf.buf[:len(msg)], m.buf.mr, 0, &m.ud.AH, m.ud.QPNum); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func (m *mcMember) expect(t *testing.T, wrid uint64, msg string, from *mcMember, group netip.Addr) {
-	t.Helper()
-	wc := recvComp(t, m.id)
-	b := m.buf.buf[wrid*64 : (wrid+1)*64]
-	if wc.Status != id.WCSuccess || wc.WRID != wrid || string(b[40:wc.ByteLen]) != msg ||
-		wc.SrcQP != from.id.QP().Num() || wc.Src.Addr() != from.id.LocalAddr().Addr() || !wc.GRH {
-		t.Fatalf("receive %+v %q, want %d %q from QP %d", wc, b[40:wc.ByteLen], wrid, msg, from.id.QP().Num())
-	}
-	var dst netip.Addr
-	if group.Is4() {
-		dst = netip.AddrFrom4([4]byte(b[36:40]))
-	} else {
-		dst = netip.AddrFrom16([16]byte(b[24:40]))
-	}
-	if dst != group {
-		t.Fatalf("GRH destination %s, want %s", dst, group)
-	}
-}
 
 func TestMulticastJoinSendLeave(t *testing.T) {
 	group, port := randomGroup()
