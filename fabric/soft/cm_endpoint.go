@@ -36,8 +36,11 @@ type endpoint struct {
 	listened      bool // Listen succeeded: queued events may carry requests' endpoints
 	removed       bool // DEVICE_REMOVAL reported: nothing more is (net_monitor.go)
 	opt           epOptions
-	pd            *pd      // the id's protection domain, made on first use (mr.go)
-	copiers       [2]*loop // loops that move the id's data: RC connection's, UD QP's
+	pd            *pd // the id's protection domain, made on first use (mr.go)
+	// What moves the id's data, kept once set (fenceDataPath): the RC
+	// connection, whose lock every copy holds, and the UD QP's loop.
+	copyConn *conn
+	copyLoop *loop
 }
 
 type epOptions struct {

@@ -59,7 +59,14 @@ func ConnP2PRequested(ep fabric.Endpoint) bool { return connOf(ep).req.P2P }
 
 // OnConnLoop runs fn on the loop of the connection of ep, ordered with the
 // data path's work there, and returns when it has run.
-func OnConnLoop(ep fabric.Endpoint, fn func()) { connOf(ep).l.call(fn) }
+func OnConnLoop(ep fabric.Endpoint, fn func()) {
+	c := connOf(ep)
+	c.l.call(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		fn()
+	})
+}
 
 // SendStalled reports, on the connection's loop, whether the data path of
 // ep's connection still owes the peer bytes it cannot write (EPOLLOUT
@@ -67,7 +74,11 @@ func OnConnLoop(ep fabric.Endpoint, fn func()) { connOf(ep).l.call(fn) }
 func SendStalled(ep fabric.Endpoint) bool {
 	c := connOf(ep)
 	var stalled bool
-	c.l.call(func() { stalled = c.out && c.dp != nil && c.dp.cur.kind != txNone })
+	c.l.call(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		stalled = c.out && c.dp != nil && c.dp.cur.kind != txNone
+	})
 	return stalled
 }
 
@@ -127,4 +138,14 @@ func HoldLoopAfterUDSockStart(f *Fabric) (release func()) {
 	}
 	var once sync.Once
 	return func() { once.Do(func() { close(rel) }) }
+}
+
+// StallLoop blocks the loop of ep's connection (with a task that holds no
+// connection's lock) until the returned function is called.
+func StallLoop(ep fabric.Endpoint) (release func()) {
+	c := connOf(ep)
+	stalled, rel := make(chan struct{}), make(chan struct{})
+	c.l.post(func() { close(stalled); <-rel })
+	<-stalled
+	return func() { close(rel) }
 }

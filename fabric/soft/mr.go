@@ -302,20 +302,23 @@ func (ep *endpoint) PD() (fabric.PD, error) {
 	return p, nil
 }
 
-// fenceDataPath waits until the loops that copy the endpoint's memory (its
-// connection's, its UD QP's, recorded when they start and kept after they
-// end) have finished their current work: a region invalidated before the
-// call is touched by none of them afterwards, since they check validity
-// right before each copy. Not on a loop goroutine.
+// fenceDataPath waits until what copies the endpoint's memory has finished
+// its current work: its RC connection (every copy to or from a region,
+// on the loop or on a poster's goroutine, holds the connection's lock) and
+// its UD QP's loop, recorded when they start and kept after they end. A
+// region invalidated before the call is touched by none of them
+// afterwards, since they check validity right before each copy. Not on a
+// loop goroutine, nor holding a connection's lock.
 func (ep *endpoint) fenceDataPath() {
 	ep.mu.Lock()
-	ls := ep.copiers
+	c, l := ep.copyConn, ep.copyLoop
 	ep.mu.Unlock()
-	nop := func() {}
-	for k, l := range ls {
-		if l != nil && (k == 0 || l != ls[0]) {
-			l.call(nop)
-		}
+	if c != nil {
+		c.mu.Lock()
+		c.mu.Unlock() // empty: a fence, not a critical section
+	}
+	if l != nil {
+		l.call(func() {})
 	}
 }
 

@@ -287,7 +287,7 @@ func (n *netmon) check() {
 		}
 	}
 	for _, c := range closing {
-		c.l.post(c.closeNow)
+		c.l.post(c.taskCloseNow)
 	}
 }
 

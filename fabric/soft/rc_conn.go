@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 
@@ -31,9 +32,14 @@ const (
 // maxHandshake bounds what a peer may send before the MPA exchange is done.
 const maxHandshake = iwarp.MPAHeaderLen + iwarp.MaxPrivateData
 
-// conn is one TCP connection of an RC id. All its fields belong to the loop
-// goroutine.
+// conn is one TCP connection of an RC id. Its fields, and those of its
+// data path, are guarded by mu: the loop takes it whenever it runs the
+// connection's code (its readiness, its timers, the tasks other goroutines
+// post for it), and a goroutine posting a send takes it to write on the
+// socket itself (rcPath.post). Closing the socket, and everything that
+// needs the loop's epoll set, happens on the loop only.
 type conn struct {
+	mu     sync.Mutex
 	l      *loop
 	f      *Fabric
 	fd     int
@@ -73,6 +79,8 @@ func (c *conn) armTimer(d time.Duration) {
 	gen := c.gen
 	c.timer = time.AfterFunc(d, func() {
 		c.l.post(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
 			if c.gen == gen && c.state != csClosed {
 				c.onTimeout()
 			}
@@ -115,6 +123,13 @@ func (c *conn) startPassive() {
 
 // onEvents implements pollable.
 func (c *conn) onEvents(ev uint32) {
+	c.mu.Lock()
+	c.events(ev)
+	c.mu.Unlock()
+}
+
+// events handles the socket's readiness. c.mu is held.
+func (c *conn) events(ev uint32) {
 	if c.state == csConnecting {
 		if ev&(poll.Out|poll.Err|poll.Hup) != 0 {
 			if e := soError(c.fd); e != 0 {
@@ -550,7 +565,39 @@ func (c *conn) setOut(on bool) {
 	_ = c.l.modify(c.fd, c.gen, ev)
 }
 
-// closeNow closes the socket at once and releases the loop.
+// Tasks the loop runs for a connection on behalf of other goroutines; each
+// takes c.mu.
+
+// taskStartActive registers a connecting socket (startActive).
+func (c *conn) taskStartActive(connectErr error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.startActive(connectErr)
+}
+
+// taskDisconnect starts an orderly close (disconnect).
+func (c *conn) taskDisconnect() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.disconnect()
+}
+
+// taskDestroy closes the connection of a destroyed id (destroy).
+func (c *conn) taskDestroy() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.destroy()
+}
+
+// taskCloseNow closes the connection at once (closeNow).
+func (c *conn) taskCloseNow() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeNow()
+}
+
+// closeNow closes the socket at once and releases the loop. On the loop,
+// c.mu held.
 func (c *conn) closeNow() {
 	if c.state == csClosed {
 		return

@@ -104,12 +104,15 @@ func (s *listener) makeRoom(l func() *list.List, n int) {
 			return
 		}
 		c := ls.Front().Value.(*conn)
+		c.mu.Lock()
 		c.readable()
 		if c.inPool == nil {
+			c.mu.Unlock()
 			continue // its Request came (or it closed)
 		}
 		s.f.log.Debug().Int("fd", c.fd).Stringer("from", c.src).Msg("connection without MPA Request evicted")
 		c.closeNow()
+		c.mu.Unlock()
 	}
 }
 
@@ -151,7 +154,9 @@ func (s *listener) onEvents(uint32) {
 		// the loop cannot have stopped.
 		c := &conn{l: s.l, f: s.f, fd: fd, state: csWaitReq, lis: s}
 		s.waiting.add(c, src)
+		c.mu.Lock()
 		c.startPassive()
+		c.mu.Unlock()
 	}
 }
 
@@ -201,7 +206,10 @@ func (s *listener) close() {
 	}
 	s.closed = true
 	for e := s.waiting.all.Front(); e != nil; e = s.waiting.all.Front() {
-		e.Value.(*conn).closeNow() // removes itself from the pool
+		c := e.Value.(*conn)
+		c.mu.Lock()
+		c.closeNow() // removes itself from the pool
+		c.mu.Unlock()
 	}
 	s.l.unregister(s.fd)
 	_ = unix.Close(s.fd)

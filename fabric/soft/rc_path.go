@@ -2,13 +2,13 @@ package soft
 
 import (
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
-	"github.com/cmrt/cmrt/poll"
 )
 
 // Tuning of the data path.
@@ -88,26 +88,25 @@ type rxWrite struct {
 	to     uint64 // next TO expected
 }
 
-// rcWake adapts the QP's waker to the loop's pollable interface.
-type rcWake struct{ p *rcPath }
-
-func (w *rcWake) onEvents(uint32) {
-	if q := w.p.qp; q != nil {
-		q.wake.Reset()
-	}
-	w.p.pump()
-}
-
 // rcPath is the iWARP data path of a connection in RTS: the FPDU reader and
 // writer, the DDP/RDMAP state of both directions and the queues of Reads in
-// flight. It belongs to the connection's loop goroutine; user goroutines
-// reach it only through the QP's rings and waker.
+// flight. Like its connection's, its fields are guarded by c.mu. Receiving
+// happens on the loop; sending on the loop, or on the goroutine that posts
+// a send when it finds the connection idle (post).
 type rcPath struct {
 	c    *conn
 	qp   *rcQP
-	wake rcWake
-	wfd  int // the QP waker's descriptor while registered, else -1
 	dead bool
+
+	// posting is set while a poster's goroutine runs pump: what would
+	// close the connection is then left to the loop (kick).
+	posting  bool
+	bail     bool          // emit found work for the loop only: pump stops and kicks
+	kicked   atomic.Bool   // a kick task is queued or running on the loop
+	posts    atomic.Uint32 // counts posts, so a kick sees those during its pump
+	kickFn   func()        // the kick task, made once
+	lastPost atomic.Int64  // monoNow at the end of the last post: bursts go to the loop
+	burst    atomic.Int32  // posts of the current burst
 
 	crc       bool
 	maxUntag  int // payload per Send FPDU
@@ -155,8 +154,8 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 	// The Read queues grow on demand (up to IRD and ORD+1, the +1 for a Read
 	// RTR): most connections never issue a Read, and preallocating up to
 	// 129 entries each made them most of a connection's memory.
-	p := &rcPath{c: c, wfd: -1, crc: c.crc, ord: max(int(c.ord), 1), ird: max(int(c.ird), 1), rtr: rtr}
-	p.wake.p = p
+	p := &rcPath{c: c, crc: c.crc, ord: max(int(c.ord), 1), ird: max(int(c.ird), 1), rtr: rtr}
+	p.kickFn = p.runKick
 	p.df.SetCRC(c.crc)
 	for k := range p.rxMSN {
 		p.rxMSN[k], p.txMSN[k] = 1, 1
@@ -200,6 +199,8 @@ func (p *rcPath) arm(d time.Duration, fn func()) {
 	l := p.c.l
 	p.timer = time.AfterFunc(d, func() {
 		l.post(func() {
+			p.c.mu.Lock()
+			defer p.c.mu.Unlock()
 			if !p.dead && p.c.dp == p {
 				fn()
 			}
@@ -249,11 +250,6 @@ func (p *rcPath) attach(q *rcQP) {
 	q.state, q.path = qpRTS, p
 	q.mu.Unlock()
 	p.qp = q
-	if _, err := p.c.l.register(q.wake.Fd(), poll.In, &p.wake); err != nil {
-		p.c.f.log.Warn().Err(err).Int("fd", p.c.fd).Msg("register QP waker")
-	} else {
-		p.wfd = q.wake.Fd()
-	}
 	p.pump()
 }
 
@@ -270,7 +266,6 @@ func (p *rcPath) detachQP(q *rcQP) {
 	if !p.dead && p.busy() {
 		p.terminate(termLocal, nil, errQPDestroyed)
 	}
-	p.unregisterWake()
 	p.qp = nil
 	p.rcv, p.wr, p.rrOn = rxRecv{}, rxWrite{}, false
 	clear(p.irq)
@@ -291,13 +286,6 @@ func (p *rcPath) busy() bool {
 		p.cur.kind == txSlot || p.cur.kind == txIRQ
 }
 
-func (p *rcPath) unregisterWake() {
-	if p.wfd >= 0 {
-		p.c.l.unregister(p.wfd)
-		p.wfd = -1
-	}
-}
-
 // canSend reports whether FPDUs may be built now.
 func (p *rcPath) canSend() bool {
 	return !p.dead && !p.hold && p.c.state == csRTS
@@ -306,7 +294,83 @@ func (p *rcPath) canSend() bool {
 // writable resumes sending once the socket drained (conn.flush).
 func (p *rcPath) writable() { p.pump() }
 
-// pump writes what is built and builds more while the socket takes it.
+// Posts on a connection that follow each other (the end of one to the
+// start of the next) within burstGap are a burst: its
+// first directPosts are written by their posters, the rest by the loop,
+// which packs what is queued into large writes (one write(2) per post
+// would make a stream of small messages as slow as TCP with a write per
+// message).
+const (
+	burstGap    = 5 * time.Microsecond
+	directPosts = 2
+)
+
+// post sends what was just posted on the QP from the poster's goroutine
+// when the connection is idle: nobody holds it and the socket is not
+// waiting for room (then the loop sends it once there is). A busy
+// connection, or one in a burst of posts, gets a kick: the loop sends it
+// after what it is doing.
+func (p *rcPath) post() {
+	c := p.c
+	p.posts.Add(1)
+	if p.kicked.Load() {
+		// The loop's kick runs: it sends this post, or kicks again.
+		p.lastPost.Store(monoNow())
+		return
+	}
+	if monoNow()-p.lastPost.Load() >= int64(burstGap) {
+		p.burst.Store(0)
+	}
+	if p.burst.Add(1) > directPosts || !c.mu.TryLock() {
+		p.kick()
+		p.lastPost.Store(monoNow())
+		return
+	}
+	if c.dp == p && !p.dead && !c.out {
+		p.posting = true
+		p.pump()
+		p.posting = false
+	}
+	c.mu.Unlock()
+	p.lastPost.Store(monoNow())
+}
+
+// monoStart is the origin of monoNow.
+var monoStart = time.Now()
+
+// monoNow is a monotonic clock in nanoseconds.
+func monoNow() int64 { return int64(time.Since(monoStart)) }
+
+// kick has the loop run pump, once for any number of kicks before it runs.
+func (p *rcPath) kick() {
+	if p.kicked.Swap(true) {
+		return
+	}
+	if !p.c.l.post(p.kickFn) {
+		p.kicked.Store(false)
+	}
+}
+
+// runKick is the kick task. Posts made while it pumps leave their sending
+// to it (post sees kicked): when there were any, it kicks again, since its
+// pump may have looked at the queue before them.
+func (p *rcPath) runKick() {
+	c := p.c
+	posts := p.posts.Load()
+	c.mu.Lock()
+	if c.dp == p {
+		p.pump()
+	}
+	p.kicked.Store(false)
+	c.mu.Unlock()
+	if p.posts.Load() != posts {
+		p.kick()
+	}
+}
+
+// pump writes what is built and builds more while the socket takes it. On
+// a poster's goroutine (posting) it leaves what would end the connection,
+// a failed write or a message whose region went away, to the loop.
 func (p *rcPath) pump() {
 	c := p.c
 	for !p.dead && c.state == csRTS {
@@ -322,6 +386,10 @@ func (p *rcPath) pump() {
 				c.setOut(true)
 				return
 			case err != nil:
+				if p.posting {
+					p.kick()
+					return
+				}
 				c.peerGone(errnoOf(err))
 				return
 			}
@@ -333,6 +401,11 @@ func (p *rcPath) pump() {
 		p.txBase += uint64(len(p.tx))
 		p.tx, p.txOff = p.tx[:0], 0
 		if !p.canSend() || !p.fill() {
+			return
+		}
+		if p.bail {
+			p.bail = false
+			p.kick()
 			return
 		}
 	}
@@ -364,7 +437,7 @@ func (p *rcPath) completeSends() {
 // not interleave them either), and reports whether it built any.
 func (p *rcPath) fill() bool {
 	built := false
-	for len(p.tx) < txBatch && !p.dead {
+	for len(p.tx) < txBatch && !p.dead && !p.bail {
 		if p.cur.kind == txNone && !p.next() {
 			break
 		}
@@ -475,6 +548,10 @@ func growRing[T any](ring []T, head, n, limit int) ([]T, int) {
 func (p *rcPath) emit() {
 	m := &p.cur
 	if m.reg != nil && m.off < len(m.payload) && !m.reg.valid.Load() {
+		if p.posting {
+			p.bail = true // the Terminate is the loop's to send
+			return
+		}
 		p.sourceGone()
 		return
 	}
@@ -554,7 +631,6 @@ func (p *rcPath) shutdown() {
 	}
 	p.dead = true
 	p.stopTimer()
-	p.unregisterWake()
 	if q := p.qp; q != nil {
 		if r := &p.rcv; r.active {
 			st := r.status

@@ -617,3 +617,62 @@ func TestRCP2P(t *testing.T) {
 		})
 	}
 }
+
+// TestRCPostSendWithoutTheLoop: a Send posted on an idle connection is
+// written, and completes, on the posting goroutine, so it reaches the peer
+// while the connection's loop is stuck; posts that follow it in a burst
+// wait for the loop, and everything arrives in posting order.
+func TestRCPostSendWithoutTheLoop(t *testing.T) {
+	const n = 5
+	rbufs := make([][]byte, n)
+	p := newPair(t, pairOpts{srvFab: soft.New(), cliFab: soft.New(), prepSrv: func(tb testing.TB, e *rcEnd) {
+		for k := range rbufs {
+			rbufs[k] = make([]byte, 64)
+			m := reg(tb, e, rbufs[k], id.AccessLocalWrite)
+			if err := e.qp.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: rbufs[k], MR: m}); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}})
+	p.disconnect = true
+	defer p.close()
+	msgs := make([][]byte, n)
+	mrs := make([]id.MR, n)
+	for k := range msgs {
+		msgs[k] = pattern(64, byte(k+1))
+		mrs[k] = reg(t, p.cli, msgs[k], 0)
+	}
+	release := soft.StallLoop(p.cli.id.Endpoint())
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+	if err := p.cli.qp.PostSend(&id.SendWR{WRID: 100, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: msgs[0], MR: mrs[0]}); err != nil {
+		t.Fatal(err)
+	}
+	var wc [1]id.WC
+	if p.cli.qp.SendCQ().Poll(wc[:]) != 1 || wc[0].WRID != 100 || wc[0].Status != id.WCSuccess {
+		t.Fatalf("no send completion when PostSend returned (loop stuck): %+v", wc[0])
+	}
+	got := comp(t, p.srv.qp.RecvCQ())
+	if got.WRID != 0 || got.Status != id.WCSuccess {
+		t.Fatalf("first receive %+v", got)
+	}
+	sameBytes(t, rbufs[0][:got.ByteLen], msgs[0])
+	for k := 1; k < n; k++ {
+		if err := p.cli.qp.PostSend(&id.SendWR{WRID: uint64(100 + k), Opcode: id.WRSend, Buf: msgs[k], MR: mrs[k]}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	release()
+	released = true
+	for k := 1; k < n; k++ {
+		got := comp(t, p.srv.qp.RecvCQ())
+		if got.WRID != uint64(k) || got.Status != id.WCSuccess {
+			t.Fatalf("receive %d: %+v", k, got)
+		}
+		sameBytes(t, rbufs[k][:got.ByteLen], msgs[k])
+	}
+}

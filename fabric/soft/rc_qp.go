@@ -15,8 +15,14 @@ package soft
 //     complete at once the same way.
 //   - Regions belong to the id's protection domain (mr.go). Every copy to
 //     or from one, inbound placement and outbound FPDU alike, checks right
-//     before it that the region is still valid, on the loop; DeregMR
-//     waits for the loop, so a deregistered region is never touched again.
+//     before it that the region is still valid, holding the connection's
+//     lock; DeregMR takes that lock once after invalidating, so a
+//     deregistered region is never touched again.
+//   - A send posted on an idle connection is segmented, written and
+//     completed on the posting goroutine (rcPath.post); the loop takes
+//     over when the socket is full, when it is busy with the connection,
+//     and for the rest of a burst of posts, which it packs into large
+//     writes.
 //     DestroyQP drops the Reads the peer asked for and any message in
 //     flight; if there was one, the connection ends with a Terminate.
 //   - Sends and Writes complete once their last byte is handed to TCP;
@@ -43,7 +49,6 @@ import (
 	"syscall"
 
 	"github.com/cmrt/cmrt/fabric"
-	"github.com/cmrt/cmrt/poll"
 )
 
 // Queue sizes of an RC queue pair.
@@ -89,7 +94,8 @@ type recvSlot struct {
 
 // rcQP is the queue pair of an RC endpoint: the iWARP data path on the
 // endpoint's TCP connection. Work requests go into fixed rings guarded by
-// mu; the connection's loop (rcPath) consumes them and writes completions.
+// mu; the connection's data path (rcPath), on the loop or on the posting
+// goroutine, consumes them and writes completions.
 // A queue pair may be created before the connection exists (after
 // ROUTE_RESOLVED, or on CONNECT_REQUEST before accept) and attaches to it
 // when it reaches RTS; see PostSend and PostRecv for what happens before.
@@ -99,8 +105,7 @@ type rcQP struct {
 	sigAll    bool
 	maxInline int
 	scq, rcq  *cq
-	pd        *pd         // the id's protection domain
-	wake      *poll.Waker // tells the loop that sends were posted
+	pd        *pd // the id's protection domain
 
 	mu        sync.Mutex
 	state     qpState
@@ -174,11 +179,6 @@ func (t *rcTransport) createQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 		q.scq.close()
 		return nil, err
 	}
-	if q.wake, err = poll.NewWaker(); err != nil {
-		q.scq.close()
-		q.rcq.close()
-		return nil, err
-	}
 	ep.mu.Lock()
 	c, gone, dup := t.conn, ep.destroyed, t.qp != nil
 	if !gone && !dup {
@@ -193,7 +193,11 @@ func (t *rcTransport) createQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 		// Already connected (or connecting): attach on the loop if the
 		// connection is in RTS, before returning, so the QP can send at
 		// once; otherwise RTS finds the QP itself.
-		c.l.call(func() { c.attachLater(q) })
+		c.l.call(func() {
+			c.mu.Lock()
+			c.attachLater(q)
+			c.mu.Unlock()
+		})
 	}
 	return q, nil
 }
@@ -201,7 +205,6 @@ func (t *rcTransport) createQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 func (q *rcQP) release() {
 	q.scq.close()
 	q.rcq.close()
-	_ = q.wake.Close()
 }
 
 // Num implements fabric.QP.
@@ -315,13 +318,13 @@ func (q *rcQP) PostSend(wr *fabric.SendWR) error {
 		s.wr.Buf, s.wr.MR = s.inline, nil
 	}
 	q.sqTail++
-	st := q.state
+	st, p := q.state, q.path
 	if st == qpError {
 		q.flushLocked()
 	}
 	q.mu.Unlock()
 	if st == qpRTS {
-		_ = q.wake.Wake()
+		p.post()
 	}
 	return nil
 }
@@ -469,7 +472,11 @@ func (q *rcQP) Destroy() error {
 	}
 	q.ep.mu.Unlock()
 	if p != nil {
-		p.c.l.call(func() { p.detachQP(q) })
+		p.c.l.call(func() {
+			p.c.mu.Lock()
+			p.detachQP(q)
+			p.c.mu.Unlock()
+		})
 	}
 	q.release()
 	return nil

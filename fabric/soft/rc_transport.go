@@ -113,12 +113,12 @@ func (t *rcTransport) connect(p *fabric.ConnParam) error {
 		ep.f.eng.release(l)
 		return fmt.Errorf("soft: connect from %s to %s: the connection exists: %w", local, remote, syscall.EADDRNOTAVAIL)
 	}
-	t.conn, ep.copiers[0] = c, l
+	t.conn, ep.copyConn = c, c
 	ep.mu.Unlock()
 	if cerr == unix.EINPROGRESS {
 		cerr = nil
 	}
-	l.post(func() { c.startActive(cerr) })
+	l.post(func() { c.taskStartActive(cerr) })
 	return nil
 }
 
@@ -176,6 +176,8 @@ func (t *rcTransport) accept(uid uint64, p *fabric.ConnParam) error {
 	param.PrivateData = append([]byte(nil), p.PrivateData...)
 	var err error
 	c.l.call(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
 		if c.state == csReqRecv {
 			ep.applySockopts(c.fd, 7)
 		}
@@ -197,7 +199,11 @@ func (t *rcTransport) reject(pd []byte) error {
 		return einval("reject: no connection request")
 	}
 	pd = append([]byte(nil), pd...)
-	c.l.call(func() { c.reject(pd) })
+	c.l.call(func() {
+		c.mu.Lock()
+		c.reject(pd)
+		c.mu.Unlock()
+	})
 	return nil
 }
 
@@ -216,7 +222,7 @@ func (t *rcTransport) disconnect() error {
 	if c == nil {
 		return einval("disconnect: not connected")
 	}
-	c.l.post(c.disconnect)
+	c.l.post(c.taskDisconnect)
 	return nil
 }
 
@@ -238,7 +244,7 @@ func (t *rcTransport) destroy() {
 	t.conn, t.lis = nil, nil
 	ep.mu.Unlock()
 	if c != nil {
-		c.l.call(c.destroy)
+		c.l.call(c.taskDestroy)
 	}
 	if lis != nil {
 		lis.l.call(lis.close)
@@ -256,7 +262,7 @@ func (t *rcTransport) newChild(c *conn, local, remote netip.AddrPort) (*endpoint
 	child.src, child.local, child.remote, child.dev = src, local, remote, dev
 	child.addrResolved, child.routeResolved = true, true
 	child.rc().conn = c
-	child.copiers[0] = c.l
+	child.copyConn = c
 	child.opt.tos, child.opt.tosSet, child.opt.ack, child.opt.ackOn = opt.tos, opt.tosSet, opt.ack, opt.ackOn
 	if dev != nil {
 		child.mtu = dev.mtu

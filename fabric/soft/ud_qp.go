@@ -145,7 +145,7 @@ func (t *udTransport) createQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 		maxMsg: udMaxMessage(mtu, local.Is4() && fam == unix.AF_INET), qkey: fabric.UDPQKey,
 		sigAll: attr.SigAll, cap: attr.Cap, scq: scq, rcq: rcq, pd: ep.pdLocked()}
 	t.qp.Store(q)
-	ep.copiers[1] = l
+	ep.copyLoop = l
 	l.post(q.start)
 	return q, nil
 }
