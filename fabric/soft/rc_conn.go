@@ -645,7 +645,7 @@ func (c *conn) destroy() {
 // offerP2P asks for peer-to-peer mode in an MPA Request when the fabric is
 // configured for it.
 func (c *conn) offerP2P(f *iwarp.MPAFrame) {
-	if rtr := c.f.opts.rc.p2p; rtr != 0 {
+	if rtr := c.f.opts.rc.offer(); rtr != 0 {
 		f.P2P, f.WriteRTR, f.ReadRTR = true, rtr&RTRWrite != 0, rtr&RTRRead != 0
 	}
 }

@@ -443,15 +443,16 @@ func TestRCProtection(t *testing.T) {
 	})
 
 	t.Run("deregistered-after-post", func(t *testing.T) {
-		// The responder holds its sends until the initiator's first FPDU:
-		// a Send posted after Accept waits, its region is deregistered,
-		// and when the hold ends it completes with a local protection
-		// error while the next one goes through.
+		// The responder of an initiator that asks for no P2P mode holds
+		// its sends until the initiator's first FPDU: a Send posted after
+		// Accept waits, its region is deregistered, and when the hold ends
+		// it completes with a local protection error while the next one
+		// goes through.
 		var (
 			m   id.MR
 			buf = make([]byte, 32)
 		)
-		p := newPair(t, pairOpts{srvFab: soft.New(soft.WithResponderHold(time.Hour)), prepCli: func(tb testing.TB, e *rcEnd) {
+		p := newPair(t, pairOpts{srvFab: soft.New(soft.WithResponderHold(time.Hour), soft.WithP2P(0)), prepCli: func(tb testing.TB, e *rcEnd) {
 			_ = e.qp.PostRecv(&id.RecvWR{WRID: 3})
 			_ = e.qp.PostRecv(&id.RecvWR{WRID: 4})
 		}, prepSrv: func(tb testing.TB, e *rcEnd) {
@@ -674,5 +675,38 @@ func TestRCPostSendWithoutTheLoop(t *testing.T) {
 			t.Fatalf("receive %d: %+v", k, got)
 		}
 		sameBytes(t, rbufs[k][:got.ByteLen], msgs[k])
+	}
+}
+
+// TestRCServerFirstWithoutHold: between two cmrt fabrics the initiator asks
+// for P2P mode, so a server that speaks first is not held (the hold is for
+// initiators that ask for nothing, such as siw's): its first message,
+// posted as Accept returns, arrives long before the responder hold, here
+// 5 s, would have let it go.
+func TestRCServerFirstWithoutHold(t *testing.T) {
+	const hold = 5 * time.Second
+	cbuf := make([]byte, 64)
+	var got id.WC
+	p := newPair(t, pairOpts{srvFab: soft.New(soft.WithResponderHold(hold)), cliFab: soft.New(),
+		prepCli: func(tb testing.TB, e *rcEnd) {
+			if err := e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: cbuf, MR: reg(tb, e, cbuf, id.AccessLocalWrite)}); err != nil {
+				tb.Fatal(err)
+			}
+		}})
+	p.disconnect = true
+	defer p.close()
+	t0 := time.Now()
+	if err := p.srv.id.PostSend(2, []byte("greeting"), nil, id.SendInline); err != nil {
+		t.Fatal(err)
+	}
+	got = comp(t, p.cli.qp.RecvCQ())
+	if d := time.Since(t0); d > hold/2 {
+		t.Fatalf("the server's first message took %v: held", d)
+	}
+	if got.Status != id.WCSuccess || string(cbuf[:got.ByteLen]) != "greeting" {
+		t.Fatalf("%+v %q", got, cbuf[:got.ByteLen])
+	}
+	if !soft.ConnP2PRequested(p.srv.id.Endpoint()) {
+		t.Error("the initiator asked for no P2P mode")
 	}
 }

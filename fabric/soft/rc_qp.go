@@ -37,9 +37,12 @@ package soft
 //     DISCONNECTED on the id, and the connection closes; a Read the peer
 //     answers with a Terminate completes with WCRemAccessErr or
 //     WCRemOpErr. A Terminate from the peer closes the connection too.
-//   - A responder holds its first FPDU until the initiator's first one or
-//     WithResponderHold's delay (siw drops an initiator's connection when an
-//     FPDU arrives with the MPA Reply). P2P mode: see WithP2P.
+//   - Initiators ask for MPA peer-to-peer mode with a Write RTR (WithP2P):
+//     the responder sends nothing before the RTR, and then at once. A
+//     responder whose initiator asked for no P2P mode (siw's) holds its
+//     first FPDU until the initiator's first one or WithResponderHold's
+//     delay (siw drops an initiator's connection when an FPDU arrives with
+//     the MPA Reply).
 
 import (
 	"fmt"

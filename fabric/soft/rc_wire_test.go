@@ -248,16 +248,22 @@ func TestRCMalformed(t *testing.T) {
 }
 
 // TestRCReplyWithFPDUs: a responder (like siw) may put FPDUs right behind
-// its MPA Reply; the Go initiator takes them.
+// its MPA Reply, whether or not the Go initiator asked for P2P mode (a
+// responder may decline it); the Go initiator takes them.
 func TestRCReplyWithFPDUs(t *testing.T) {
-	for _, crc := range []bool{false, true} {
-		t.Run(strconv.FormatBool(crc), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		crc  bool
+		p2p  soft.RTR // offered; siw's responder here declines it
+	}{{"nocrc", false, 0}, {"crc", true, 0}, {"p2p-declined", false, soft.RTRWrite}} {
+		crc := tc.crc
+		t.Run(tc.name, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ln.Close()
-			f := soft.New()
+			f := soft.New(soft.WithP2P(tc.p2p))
 			ch := newRCChan(t, f)
 			buf := make([]byte, 100)
 			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
@@ -272,7 +278,7 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 			}
 			defer c.Close()
 			req, _ := readMPA(t, c)
-			if !req.HasIRDORD() || req.CRC || req.P2P {
+			if !req.HasIRDORD() || req.CRC || req.P2P != (tc.p2p != 0) {
 				t.Fatalf("request %+v", req)
 			}
 			rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, CRC: crc, IRD: 1, ORD: 1}
@@ -379,6 +385,38 @@ func TestRCP2PWire(t *testing.T) {
 			_ = e.id.Destroy()
 			_ = ch.src.Close()
 			_ = ln.Close()
+			quiesceFabs(t, f)
+		}
+	})
+	t.Run("initiator-default", func(t *testing.T) {
+		// By default an initiator asks for P2P mode with a Write RTR only,
+		// as siw's responder expects; WithP2P(0) asks for none, as siw's
+		// initiator.
+		for _, c := range []struct {
+			name   string
+			opts   []soft.Option
+			p2p, w bool
+		}{{"default", nil, true, true}, {"off", []soft.Option{soft.WithP2P(0)}, false, false}} {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := soft.New(c.opts...)
+			ch := newRCChan(t, f)
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, nil)
+			conn, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := readMPA(t, conn)
+			if req.P2P != c.p2p || req.WriteRTR != c.w || req.ReadRTR {
+				t.Errorf("%s: request %+v", c.name, req)
+			}
+			_ = conn.Close()
+			_ = ln.Close()
+			ch.want(t, id.EventRejected)
+			_ = e.id.Destroy()
+			_ = ch.src.Close()
 			quiesceFabs(t, f)
 		}
 	})
