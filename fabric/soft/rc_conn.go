@@ -188,9 +188,12 @@ func clampRd(v uint8) uint8 {
 	return v
 }
 
+// connReadSize is how much readable reads at a time, into its stack.
+const connReadSize = 16 << 10
+
 // readable reads what the socket has.
 func (c *conn) readable() {
-	var buf [16 << 10]byte
+	var buf [connReadSize]byte
 	for round := 0; round < 4 && c.state != csClosed; round++ {
 		n, err := unix.Read(c.fd, buf[:])
 		switch {

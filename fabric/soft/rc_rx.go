@@ -14,8 +14,11 @@ import (
 	"github.com/cmrt/cmrt/internal/iwarp"
 )
 
-// rx takes bytes the connection read and then reads the socket straight
-// into the deframer until it is drained or the budget is spent.
+// rx takes bytes the connection read and, when they filled the
+// connection's read (more may be waiting), reads the socket straight into
+// the deframer until it is drained or the budget is spent. A connection
+// that never receives that much at once never grows the deframer to
+// rxChunk.
 func (p *rcPath) rx(b []byte) {
 	c := p.c
 	countReceived(c.fd, len(b))
@@ -23,6 +26,9 @@ func (p *rcPath) rx(b []byte) {
 		return
 	}
 	p.drain()
+	if len(b) < connReadSize {
+		return
+	}
 	for budget := rxBudget; budget > 0 && !p.dead && c.state == csRTS; {
 		space := p.df.WriteSpace(rxChunk)
 		n, err := unix.Read(c.fd, space)
