@@ -177,10 +177,32 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 			p.arm(hold, p.release)
 		}
 	}
+	if !passive && rtr != 0 {
+		p.arm(rtrRepeatDelay, p.repeatRTR)
+	}
 	if q := c.ep.rcQP(); q != nil {
 		p.attach(q)
 	} else {
 		p.pump() // the RTR goes out even before there is a QP
+	}
+}
+
+// rtrRepeatDelay is how long a P2P initiator waits for a first FPDU from
+// the responder before it sends one more zero-length Write (repeatRTR).
+const rtrRepeatDelay = 10 * time.Millisecond
+
+// repeatRTR sends one more zero-length RDMA Write when the responder has
+// sent nothing since the RTR. siw's responder switches its socket to
+// waiting for the RTR only after it has written its MPA Reply: bytes that
+// arrive in between stay unread until more come, and until then the
+// responder is never established (with a server that speaks first, never
+// at all). A zero-length Write is a no-op for any responder, this fabric's
+// included.
+func (p *rcPath) repeatRTR() {
+	p.timer = nil
+	if !p.firstRx && p.c.state == csRTS {
+		p.rtr = RTRWrite
+		p.pump()
 	}
 }
 

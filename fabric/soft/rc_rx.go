@@ -70,14 +70,15 @@ func (p *rcPath) drain() {
 	p.pump()
 }
 
-// first handles the initiator's first FPDU on the responder: it ends the
-// hold and, in P2P mode, is the RTR that completes the connection.
+// first handles the peer's first FPDU. On the responder it ends the hold
+// and, in P2P mode, is the RTR that completes the connection; on a P2P
+// initiator it stops repeatRTR.
 func (p *rcPath) first() {
 	p.firstRx = true
+	p.stopTimer() // the hold, the wait for the RTR, or repeatRTR's
 	if !p.hold {
 		return
 	}
-	p.stopTimer()
 	p.hold = false
 	if p.waitRTR {
 		p.waitRTR = false

@@ -458,6 +458,62 @@ func TestRCP2PWire(t *testing.T) {
 	})
 }
 
+// TestRCP2PRTRRepeat: a P2P initiator whose responder stays silent after
+// the RTR sends one more zero-length Write (siw's responder may have read
+// nothing of the first), and nothing else; the responder's first FPDU is
+// then delivered as usual.
+func TestRCP2PRTRRepeat(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f := soft.New()
+	ch := newRCChan(t, f)
+	buf := make([]byte, 8)
+	e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+		_ = e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: reg(tb, e, buf, id.AccessLocalWrite)})
+	})
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req, _ := readMPA(t, c)
+	if !req.P2P || !req.WriteRTR {
+		t.Fatalf("request %+v", req)
+	}
+	rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, IRD: 1, ORD: 1, P2P: true, WriteRTR: true}
+	b, _ := iwarp.AppendMPA(nil, &rep)
+	_, _ = c.Write(b)
+	ch.want(t, id.EventEstablished)
+	rtr := soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, 2*len(rtr))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("the RTR and its repeat: %v (got %x)", err, got)
+	}
+	if !bytes.Equal(got, append(append([]byte(nil), rtr...), rtr...)) {
+		t.Fatalf("got %x, want the Write RTR %x twice", got, rtr)
+	}
+	_, _ = c.Write(soft.FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("late"), false))
+	wc := comp(t, e.qp.RecvCQ())
+	if wc.Status != id.WCSuccess || string(buf[:wc.ByteLen]) != "late" {
+		t.Fatalf("%+v %q", wc, buf)
+	}
+	// The initiator sent nothing else: after our FIN it closes, and the
+	// stream holds no third RTR.
+	_ = c.(*net.TCPConn).CloseWrite()
+	ch.want(t, id.EventDisconnected)
+	rest, err := io.ReadAll(c)
+	if err != nil || len(rest) != 0 {
+		t.Fatalf("after the repeat: %x, %v", rest, err)
+	}
+	_ = e.id.Destroy()
+	_ = ch.src.Close()
+	quiesceFabs(t, f)
+}
+
 // TestRCResponderHold: an accepted connection does not put FPDUs behind
 // its MPA Reply; it sends after the hold delay, or as soon as the
 // initiator's first FPDU arrives.
