@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -70,4 +71,42 @@ func TestConnectDisconnectCyclesLeakNothing(t *testing.T) {
 		t.Fatalf("%d descriptors after %d cycles, %d before (+2 channels)", got, cycles, base)
 	}
 	goleak.VerifyNone(t, goleak.IgnoreCurrent())
+}
+
+// TestRCDestroyDoesNotWaitForTheLoop: destroying a connected id neither
+// waits for its connection's loop (here stalled) nor leaves the id's
+// memory reachable: when Destroy returns its regions are invalid; the loop
+// then closes the connection and the peer sees DISCONNECTED.
+func TestRCDestroyDoesNotWaitForTheLoop(t *testing.T) {
+	p := newPair(t, pairOpts{srvFab: soft.New(), cliFab: soft.New()})
+	buf := make([]byte, 64)
+	m := reg(t, p.cli, buf, id.AccessLocalWrite|id.AccessRemoteWrite)
+	if err := p.cli.id.DestroyQP(); err != nil {
+		t.Fatal(err)
+	}
+	release := soft.StallLoop(p.cli.id.Endpoint())
+	done := make(chan error, 1)
+	go func() { done <- p.cli.id.Destroy() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		release()
+		t.Fatal("Destroy waited for the connection's stalled loop")
+	}
+	if soft.MRValid(m) {
+		t.Error("a region of the destroyed id is still valid")
+	}
+	release()
+	p.srvCh.want(t, id.EventDisconnected)
+	for _, i := range []*id.ID{p.srv.id, p.lis} {
+		if err := i.Destroy(); err != nil {
+			t.Error(err)
+		}
+	}
+	_ = p.srvCh.src.Close()
+	_ = p.cliCh.src.Close()
+	quiesceFabs(t, p.fabs...)
 }

@@ -382,8 +382,10 @@ func (ep *endpoint) Query() (fabric.Route, error) {
 }
 
 // Destroy implements fabric.Endpoint: queued events are dropped (requests queued
-// on a listener are rejected), sockets are closed before it returns, and the
-// port is released.
+// on a listener are rejected), a listening socket is closed before it
+// returns and a connection right after (by its loop, which Destroy does not
+// wait for), the port is released, and once it returns no peer reads or
+// writes the id's memory.
 func (ep *endpoint) Destroy() error {
 	ep.mu.Lock()
 	if ep.destroyed {
@@ -410,6 +412,7 @@ func (ep *endpoint) Destroy() error {
 	src.forget(ep)
 	ep.tp.destroy()
 	ep.releasePD()
+	ep.fenceConn()
 	ep.f.ports.remove(b)
 	ep.f.mon.untrack(ep)
 	return nil

@@ -322,6 +322,19 @@ func (ep *endpoint) fenceDataPath() {
 	}
 }
 
+// fenceConn waits until the endpoint's RC connection, if any, has finished
+// the copy it is doing: after releasePD it makes none (fenceDataPath
+// without the UD loop's round trip, which Destroy does not need).
+func (ep *endpoint) fenceConn() {
+	ep.mu.Lock()
+	c := ep.copyConn
+	ep.mu.Unlock()
+	if c != nil {
+		c.mu.Lock()
+		c.mu.Unlock() // empty: a fence, not a critical section
+	}
+}
+
 // releasePD invalidates the endpoint's regions as it is destroyed.
 func (ep *endpoint) releasePD() {
 	ep.mu.Lock()

@@ -235,8 +235,9 @@ func (t *rcTransport) leave(netip.Addr) error {
 	return fmt.Errorf("soft: multicast: %w", syscall.ENOSYS)
 }
 
-// destroy implements transport: the connection and the listening socket
-// are closed before it returns.
+// destroy implements transport: the listening socket is closed before it
+// returns; the connection is handed to its loop, which rejects a pending
+// request, drains what the peer sent (so the close is a FIN) and closes it.
 func (t *rcTransport) destroy() {
 	ep := t.ep
 	ep.mu.Lock()
@@ -244,7 +245,9 @@ func (t *rcTransport) destroy() {
 	t.conn, t.lis = nil, nil
 	ep.mu.Unlock()
 	if c != nil {
-		c.l.call(c.taskDestroy)
+		// The loop closes it right after; Destroy does not wait for that
+		// (Endpoint.Destroy fences the copies to the id's memory).
+		c.l.post(c.taskDestroy)
 	}
 	if lis != nil {
 		lis.l.call(lis.close)
