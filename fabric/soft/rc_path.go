@@ -445,7 +445,7 @@ func (p *rcPath) completeSends() {
 	w := p.written()
 	q.mu.Lock()
 	for q.sqHead < q.sqCur {
-		s := &q.sq[q.sqHead%uint64(len(q.sq))]
+		s := q.sq.at(q.sqHead)
 		st := s.status
 		if !s.done && (s.wr.Opcode == fabric.WRRead || s.endPos == 0 || s.endPos > w) {
 			break
@@ -502,7 +502,7 @@ func (p *rcPath) next() bool {
 			q.mu.Unlock()
 			return false
 		}
-		s := &q.sq[q.sqCur%uint64(len(q.sq))]
+		s := q.sq.at(q.sqCur)
 		if s.wr.Opcode == fabric.WRRead && p.orqN >= p.ord {
 			q.mu.Unlock()
 			return false

@@ -95,6 +95,41 @@ type recvSlot struct {
 	m  *mr
 }
 
+// slotChunk is how many queue entries are allocated at a time.
+const slotChunk = 16
+
+// slots is the ring of a work queue of depth entries, allocated by chunks
+// as posts first reach them: a QP created with the default depth (256)
+// whose application keeps a few requests outstanding holds a few chunks,
+// not the 50 KiB both full rings took, which was most of what creating a
+// QP cost. Entries never move, so pointers to them stay valid.
+type slots[T any] struct {
+	chunks []*[slotChunk]T
+	depth  uint64
+}
+
+func newSlots[T any](depth int) slots[T] {
+	return slots[T]{chunks: make([]*[slotChunk]T, (depth+slotChunk-1)/slotChunk), depth: uint64(depth)}
+}
+
+// at returns entry i (a queue index, taken modulo the depth), which a post
+// has made exist.
+func (s *slots[T]) at(i uint64) *T {
+	k := i % s.depth
+	return &s.chunks[k/slotChunk][k%slotChunk]
+}
+
+// alloc returns entry i for a post, allocating its chunk on first use.
+func (s *slots[T]) alloc(i uint64) *T {
+	k := i % s.depth
+	c := s.chunks[k/slotChunk]
+	if c == nil {
+		c = new([slotChunk]T)
+		s.chunks[k/slotChunk] = c
+	}
+	return &c[k%slotChunk]
+}
+
 // rcQP is the queue pair of an RC endpoint: the iWARP data path on the
 // endpoint's TCP connection. Work requests go into fixed rings guarded by
 // mu; the connection's data path (rcPath), on the loop or on the posting
@@ -114,11 +149,11 @@ type rcQP struct {
 	state     qpState
 	destroyed bool
 	path      *rcPath // the data path it is attached to (qpRTS)
-	sq        []sendSlot
+	sq        slots[sendSlot]
 	sqHead    uint64 // oldest slot not yet completed
 	sqCur     uint64 // next slot the loop starts (loop writes, under mu)
 	sqTail    uint64 // next free slot
-	rq        []recvSlot
+	rq        slots[recvSlot]
 	rqHead    uint64
 	rqTail    uint64
 }
@@ -174,7 +209,7 @@ func (t *rcTransport) createQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 		return nil, err
 	}
 	q := &rcQP{ep: ep, num: rcQPNum.Add(1), sigAll: attr.SigAll, maxInline: inl, pd: pd,
-		sq: make([]sendSlot, sd), rq: make([]recvSlot, rd)}
+		sq: newSlots[sendSlot](sd), rq: newSlots[recvSlot](rd)}
 	if q.scq, err = newCQ(); err != nil {
 		return nil, err
 	}
@@ -309,11 +344,11 @@ func (q *rcQP) PostSend(wr *fabric.SendWR) error {
 		q.mu.Unlock()
 		return einval("post_send: QP not in RTS (connection not established)")
 	}
-	if q.sqTail-q.sqHead >= uint64(len(q.sq)) {
+	if q.sqTail-q.sqHead >= q.sq.depth {
 		q.mu.Unlock()
-		return fmt.Errorf("soft: post_send: send queue full (%d): %w", len(q.sq), syscall.ENOMEM)
+		return fmt.Errorf("soft: post_send: send queue full (%d): %w", q.sq.depth, syscall.ENOMEM)
 	}
-	s := &q.sq[q.sqTail%uint64(len(q.sq))]
+	s := q.sq.alloc(q.sqTail)
 	s.wr, s.m = *wr, m
 	s.endPos, s.done, s.status = 0, false, fabric.WCSuccess
 	if wr.Flags&fabric.SendInline != 0 {
@@ -366,10 +401,10 @@ func (q *rcQP) PostRecv(wr *fabric.RecvWR) error {
 	if q.destroyed {
 		return einval("post_recv: QP destroyed")
 	}
-	if q.rqTail-q.rqHead >= uint64(len(q.rq)) {
-		return fmt.Errorf("soft: post_recv: receive queue full (%d): %w", len(q.rq), syscall.ENOMEM)
+	if q.rqTail-q.rqHead >= q.rq.depth {
+		return fmt.Errorf("soft: post_recv: receive queue full (%d): %w", q.rq.depth, syscall.ENOMEM)
 	}
-	q.rq[q.rqTail%uint64(len(q.rq))] = recvSlot{wr: *wr, m: m}
+	*q.rq.alloc(q.rqTail) = recvSlot{wr: *wr, m: m}
 	q.rqTail++
 	if q.state == qpError {
 		q.flushLocked()
@@ -384,7 +419,7 @@ func (q *rcQP) popRecv(r *rxRecv) bool {
 	if q.rqHead == q.rqTail || q.state != qpRTS {
 		return false
 	}
-	s := &q.rq[q.rqHead%uint64(len(q.rq))]
+	s := q.rq.at(q.rqHead)
 	r.wr, r.m = s.wr, s.m
 	*s = recvSlot{}
 	q.rqHead++
@@ -406,7 +441,7 @@ func (q *rcQP) sendWC(s *sendSlot, st fabric.WCStatus) fabric.WC {
 // retireLocked completes the send slot at sqHead with status st: a completion is
 // written if the request was signaled or failed. Called with mu held.
 func (q *rcQP) retireLocked(st fabric.WCStatus) {
-	s := &q.sq[q.sqHead%uint64(len(q.sq))]
+	s := q.sq.at(q.sqHead)
 	if st != fabric.WCSuccess || q.sigAll || s.wr.Flags&fabric.SendSignaled != 0 {
 		q.scq.push(q.sendWC(s, st))
 	}
@@ -423,7 +458,7 @@ func (q *rcQP) flushLocked() {
 	}
 	q.sqCur = q.sqTail
 	for ; q.rqHead < q.rqTail; q.rqHead++ {
-		s := &q.rq[q.rqHead%uint64(len(q.rq))]
+		s := q.rq.at(q.rqHead)
 		q.rcq.push(fabric.WC{WRID: s.wr.WRID, Status: fabric.WCWRFlushErr, Opcode: fabric.WCRecv, QPNum: q.num})
 		*s = recvSlot{}
 	}
@@ -439,7 +474,7 @@ func (q *rcQP) fail(written uint64) {
 		return
 	}
 	for q.sqHead < q.sqCur {
-		s := &q.sq[q.sqHead%uint64(len(q.sq))]
+		s := q.sq.at(q.sqHead)
 		st := fabric.WCWRFlushErr
 		switch {
 		case s.done:
