@@ -3,7 +3,6 @@ package rsocket
 import (
 	"encoding/binary"
 	"fmt"
-	"net"
 	"sync"
 	"syscall"
 	"time"
@@ -310,6 +309,7 @@ func (c *Conn) connect() error {
 // in, the completion queues on the reactor, the second half of the receive
 // buffer offered. Called with mu held, on the loop.
 func (c *Conn) established(ev *id.Event) {
+	closed := false // a passive connection whose listener closed meanwhile
 	switch c.phase {
 	case phDialing:
 		d, err := parseConnData(ev.PrivateData())
@@ -327,10 +327,11 @@ func (c *Conn) established(ev *id.Event) {
 		defer l.mu.Unlock()
 		l.pending--
 		c.pending = false
-		if l.closed {
-			c.failOpen(net.ErrClosed)
-			return
-		}
+		// A listener closed while the connection was being accepted (in
+		// P2P mode the responder is established only when the dialer's
+		// RTR arrives, after the dialer is) closes it as an established
+		// connection nobody accepted: the dialer reads the end.
+		closed = l.closed
 	default:
 		return
 	}
@@ -354,6 +355,11 @@ func (c *Conn) established(ev *id.Event) {
 		c.ka = time.AfterFunc(c.cfg.keepalive, c.keepalive)
 	}
 	if c.passive {
+		if closed {
+			c.lis = nil
+			go c.Close() // it takes mu, which the loop holds here
+			return
+		}
 		c.lis.queue <- c // room was reserved in onRequest
 		c.lis = nil
 		return
