@@ -2,8 +2,11 @@ package soft_test
 
 import (
 	"context"
+	"net/netip"
 	"testing"
+	"time"
 
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -129,4 +132,35 @@ func BenchmarkRCStream(b *testing.B) {
 			b.StopTimer()
 		})
 	}
+}
+
+// BenchmarkRCCreateQP measures CreateQP and DestroyQP of a QP of the
+// default depth on a route-resolved id (cmtime's create qp step).
+func BenchmarkRCCreateQP(b *testing.B) {
+	f := soft.New()
+	ch := newRCChan(b, f)
+	cid, err := id.Create(ch, nil, id.PSTCP)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cid.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("127.0.0.1:9"), time.Second); err != nil {
+		b.Fatal(err)
+	}
+	ch.want(b, id.EventAddrResolved)
+	if err := cid.ResolveRoute(time.Second); err != nil {
+		b.Fatal(err)
+	}
+	ch.want(b, id.EventRouteResolved)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := cid.CreateQP(&id.QPInitAttr{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := cid.DestroyQP(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = cid.Destroy()
+	_ = ch.src.Close()
+	quiesceFabs(b, f)
 }
