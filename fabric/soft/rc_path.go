@@ -117,8 +117,10 @@ type rcPath struct {
 	hold    bool // responder: no FPDU out before the initiator's first
 	waitRTR bool // P2P responder: ESTABLISHED when the RTR arrives
 	rtr     RTR  // P2P initiator: the RTR still to send
-	timer   *time.Timer
-	firstRx bool
+	// rtrRepeats counts the RTRs a P2P initiator repeated (repeatRTR).
+	rtrRepeats int
+	timer      *time.Timer
+	firstRx    bool
 
 	// Receive side.
 	df     iwarp.Deframer
@@ -188,8 +190,14 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 }
 
 // rtrRepeatDelay is how long a P2P initiator waits for a first FPDU from
-// the responder before it sends one more zero-length Write (repeatRTR).
-const rtrRepeatDelay = 10 * time.Millisecond
+// the responder before it sends one more zero-length Write (repeatRTR);
+// each further repeat waits twice as long, up to rtrRepeatMax repeats
+// (10, 20, 40 and 80 ms: a responder in a slow VM may take more than the
+// first 10 ms to start reading).
+const (
+	rtrRepeatDelay = 10 * time.Millisecond
+	rtrRepeatMax   = 4
+)
 
 // repeatRTR sends one more zero-length RDMA Write when the responder has
 // sent nothing since the RTR. siw's responder switches its socket to
@@ -200,9 +208,13 @@ const rtrRepeatDelay = 10 * time.Millisecond
 // included.
 func (p *rcPath) repeatRTR() {
 	p.timer = nil
-	if !p.firstRx && p.c.state == csRTS {
-		p.rtr = RTRWrite
-		p.pump()
+	if p.firstRx || p.c.state != csRTS {
+		return
+	}
+	p.rtr = RTRWrite
+	p.pump()
+	if p.rtrRepeats++; p.rtrRepeats < rtrRepeatMax {
+		p.arm(rtrRepeatDelay<<p.rtrRepeats, p.repeatRTR)
 	}
 }
 

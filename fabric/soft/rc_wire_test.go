@@ -501,12 +501,13 @@ func TestRCP2PRTRRepeat(t *testing.T) {
 	if wc.Status != id.WCSuccess || string(buf[:wc.ByteLen]) != "late" {
 		t.Fatalf("%+v %q", wc, buf)
 	}
-	// The initiator sent nothing else: after our FIN it closes, and the
-	// stream holds no third RTR.
+	// The initiator sent nothing else but, had our Send come late, further
+	// repeats (at most rtrRepeatMax in all); after our FIN it closes.
 	_ = c.(*net.TCPConn).CloseWrite()
 	ch.want(t, id.EventDisconnected)
 	rest, err := io.ReadAll(c)
-	if err != nil || len(rest) != 0 {
+	if err != nil || len(rest)%len(rtr) != 0 || len(rest)/len(rtr) > 3 ||
+		!bytes.Equal(rest, bytes.Repeat(rtr, len(rest)/len(rtr))) {
 		t.Fatalf("after the repeat: %x, %v", rest, err)
 	}
 	_ = e.id.Destroy()
@@ -550,5 +551,43 @@ func TestRCResponderHold(t *testing.T) {
 		s.ch.want(t, id.EventDisconnected)
 	}
 	s.close(t)
+	quiesceFabs(t, f)
+}
+
+// TestRCP2PRTRRepeatsAreBounded: toward a responder that never speaks, a
+// P2P initiator sends its RTR and four repeats, and then nothing more.
+func TestRCP2PRTRRepeatsAreBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f := soft.New()
+	ch := newRCChan(t, f)
+	e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, nil)
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if req, _ := readMPA(t, c); !req.P2P || !req.WriteRTR {
+		t.Fatalf("request %+v", req)
+	}
+	rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, IRD: 1, ORD: 1, P2P: true, WriteRTR: true}
+	b, _ := iwarp.AppendMPA(nil, &rep)
+	_, _ = c.Write(b)
+	ch.want(t, id.EventEstablished)
+	rtr := soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
+	// The repeats end 150 ms after the RTR; a second more shows no sixth.
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	got, err := io.ReadAll(c)
+	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("read: %v", err)
+	}
+	if !bytes.Equal(got, bytes.Repeat(rtr, 5)) {
+		t.Fatalf("got %x (%d bytes), want the RTR 5 times (%d bytes)", got, len(got), 5*len(rtr))
+	}
+	_ = e.id.Destroy()
+	_ = ch.src.Close()
 	quiesceFabs(t, f)
 }
