@@ -67,4 +67,5 @@ package soft
 // the UD QP, multicast, datagram sockets); net_ what the fabric asks of
 // the host (devices, routes, neighbours, the address monitor, socket
 // helpers); loop_ the event loops that poll the sockets. mr.go and cq.go
-// are the verbs objects both services share.
+// are the verbs objects both services share; fabric.go the Fabric, its
+// options and registration, fabric_traffic.go its traffic counters.
