@@ -110,3 +110,42 @@ func TestRCDestroyDoesNotWaitForTheLoop(t *testing.T) {
 	_ = p.cliCh.src.Close()
 	quiesceFabs(t, p.fabs...)
 }
+
+// TestQuiesceAfterDestroyHandedOver: Quiesce that starts while a destroyed
+// id's connection still waits for its loop returns once the loop closed it,
+// without the fabric's grace period (an hour here: Quiesce waited that long
+// when the loop's last reference went after Quiesce had looked).
+func TestQuiesceAfterDestroyHandedOver(t *testing.T) {
+	cliFab := soft.New(soft.WithIdleGrace(time.Hour))
+	p := newPair(t, pairOpts{srvFab: soft.New(), cliFab: cliFab})
+	if err := p.cli.id.DestroyQP(); err != nil {
+		t.Fatal(err)
+	}
+	release := soft.StallLoop(p.cli.id.Endpoint())
+	defer release()
+	if err := p.cli.id.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	quiesced := make(chan struct{})
+	go func() { cliFab.Quiesce(); close(quiesced) }()
+	select {
+	case <-quiesced:
+		t.Fatal("Quiesce returned while the loop still held the connection")
+	case <-time.After(100 * time.Millisecond):
+	}
+	release()
+	select {
+	case <-quiesced:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Quiesce still waits after the loop closed the connection")
+	}
+	p.srvCh.want(t, id.EventDisconnected)
+	for _, i := range []*id.ID{p.srv.id, p.lis} {
+		if err := i.Destroy(); err != nil {
+			t.Error(err)
+		}
+	}
+	_ = p.srvCh.src.Close()
+	_ = p.cliCh.src.Close()
+	quiesceFabs(t, p.fabs...)
+}

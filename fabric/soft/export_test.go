@@ -147,5 +147,6 @@ func StallLoop(ep fabric.Endpoint) (release func()) {
 	stalled, rel := make(chan struct{}), make(chan struct{})
 	c.l.post(func() { close(stalled); <-rel })
 	<-stalled
-	return func() { close(rel) }
+	var once sync.Once
+	return func() { once.Do(func() { close(rel) }) }
 }

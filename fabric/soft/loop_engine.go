@@ -79,7 +79,12 @@ type engine struct {
 	cur  *loop
 	refs int
 	idle idleTimer // armed while cur has no reference
-	all  sync.WaitGroup
+	// waiters counts the wait calls in progress: while there is one, a
+	// loop whose last reference goes stops at once, with no grace period
+	// (a connection a Destroy handed to its loop releases it after wait
+	// began).
+	waiters int
+	all     sync.WaitGroup
 }
 
 // acquire returns the running loop, starting one if needed, and counts a
@@ -116,7 +121,7 @@ func (e *engine) release(l *loop) {
 	var stop *loop
 	switch {
 	case e.refs > 0:
-	case e.grace <= 0:
+	case e.grace <= 0 || e.waiters > 0:
 		stop = e.detachLocked()
 	default:
 		e.idle.arm(e.grace, func(gen uint64) { e.expire(l, gen) })
@@ -154,9 +159,10 @@ func stopLoop(l *loop) {
 }
 
 // wait stops an idle loop at once, then blocks until every loop has
-// stopped.
+// stopped; a loop whose last reference goes meanwhile stops at once too.
 func (e *engine) wait() {
 	e.mu.Lock()
+	e.waiters++
 	var stop *loop
 	if e.cur != nil && e.refs == 0 {
 		stop = e.detachLocked()
@@ -164,4 +170,7 @@ func (e *engine) wait() {
 	e.mu.Unlock()
 	stopLoop(stop)
 	e.all.Wait()
+	e.mu.Lock()
+	e.waiters--
+	e.mu.Unlock()
 }
