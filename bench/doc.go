@@ -11,6 +11,9 @@
 //   - BenchmarkPingPong and BenchmarkStream: RC Send ping-pong latency
 //     (p50/p99) and one-way streaming throughput for 64 B, 4 KiB and 1 MiB
 //     messages, against raw TCP sockets.
+//   - BenchmarkServerFirst: connections on which the server speaks first,
+//     connect to the arrival of its 64-byte greeting, against TCP's dial
+//     to greeting.
 //   - BenchmarkScale: 10 000 connected RC ids (5 000 connections, both ends
 //     in this process): heap and RSS per id, goroutines, set-up and
 //     tear-down time, against Go TCP connections.

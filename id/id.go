@@ -27,6 +27,7 @@ type ID struct {
 	ps      PortSpace
 	qpType  QPType
 	journal *journal.Journal
+	ref     entry // what the handle table points to: {id: the id itself}
 
 	mu        sync.Mutex
 	cond      sync.Cond // signalled when completed grows, on mu
@@ -121,7 +122,15 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 		}
 	}
 	i.fabric = i.src.Fabric()
-	i.uid = addHandle(entry{id: i})
+	i.ref.id = i
+	uid, err := addHandle("create_id", &i.ref)
+	if err != nil {
+		if i.sync {
+			_ = i.src.Close()
+		}
+		return nil, err
+	}
+	i.uid = uid
 	ep, err := i.src.Create(i.uid, ps, o.qp)
 	if err != nil {
 		removeHandle(i.uid)
@@ -329,7 +338,9 @@ func ackTaken(ev *Event) {
 // Destroy destroys the id, as rdma_destroy_id: the fabric endpoint is
 // released at once (queued events for it are dropped, pending connection
 // requests on a listener are rejected) and no event is reported for the id
-// afterwards. Destroying twice fails with EINVAL.
+// afterwards. The id's QP, if CreateQP made one, is destroyed with it, as
+// rdma_destroy_ep does (a C program calls rdma_destroy_qp first).
+// Destroying twice fails with EINVAL.
 //
 // Then, as librdmacm's rdma_destroy_id, Destroy waits until every event
 // reported for the id has been acknowledged (CONNECT_REQUEST events count

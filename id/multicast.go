@@ -12,6 +12,7 @@ import (
 // multicast is one join of an id to a group.
 type multicast struct {
 	uid       uint64
+	ref       entry // what the handle table points to: {mc: the join itself}
 	id        *ID
 	group     netip.Addr
 	context   any
@@ -60,7 +61,12 @@ func (i *ID) JoinMulticastContext(ctx context.Context, group netip.Addr, flags J
 			return errorf("join_multicast", syscall.EADDRINUSE, "already joined %s", group)
 		}
 		mc := &multicast{id: i, group: group, context: context, sendOnly: flags == JoinSendOnly}
-		mc.uid = addHandle(entry{mc: mc})
+		mc.ref.mc = mc
+		uid, err := addHandle("join_multicast", &mc.ref)
+		if err != nil {
+			return err
+		}
+		mc.uid = uid
 		if err := i.ep.Join(mc.uid, group, mc.sendOnly); err != nil {
 			removeHandle(mc.uid)
 			return err

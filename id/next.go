@@ -70,15 +70,25 @@ func dropChild(raw *fabric.RawEvent) {
 	}
 }
 
+// testHookLoaded, if set (by tests only), runs in deliver between the
+// lookup of the event's uid and the count of the event.
+var testHookLoaded func()
+
 // deliver maps a raw event to its id and reports whether the user gets it.
+// The uid is turned back into the id without a lock (handles); the event
+// is counted against its owner, and then the uid is looked up again: if the
+// owner's handle went in between, the event is dropped (and the count
+// balanced), so that an event is either counted before Destroy (or
+// LeaveMulticast) reads the count it waits for, or never reaches the user.
 func deliver(ev *Event) bool {
 	raw := &ev.raw
-	handles.Lock()
-	e, ok := handles.m[raw.UID]
-	if !ok || (raw.Type == EventConnectRequest && (raw.Child == nil || e.id == nil)) {
-		handles.Unlock()
+	e := handles.Load(raw.UID)
+	if e == nil || (raw.Type == EventConnectRequest && (raw.Child == nil || e.id == nil)) {
 		dropChild(raw)
 		return false
+	}
+	if testHookLoaded != nil {
+		testHookLoaded()
 	}
 	var child, listener *ID
 	switch {
@@ -88,21 +98,32 @@ func deliver(ev *Event) bool {
 		e.mc.reported.Add(1)
 	case raw.Type == EventConnectRequest:
 		listener = e.id
+		ev.owner = listener
+	default:
+		ev.owner = e.id
+	}
+	ev.owner.reported.Add(1)
+	if handles.Load(raw.UID) != e {
+		ev.settle() // removed meanwhile: keep the counts balanced
+		dropChild(raw)
+		return false
+	}
+	if listener != nil {
 		child = &ID{
 			fabric: listener.fabric, ps: listener.ps, qpType: listener.qpType,
 			journal: listener.journal, ep: raw.Child, state: StateConnectRequest,
 			parent: listener.uid,
 		}
 		child.cond.L = &child.mu
-		handles.next++
-		child.uid = handles.next
-		handles.m[child.uid] = entry{id: child}
-		ev.owner = listener
-	default:
-		ev.owner = e.id
+		child.ref.id = child
+		uid, err := handles.Alloc(&child.ref)
+		if err != nil {
+			ev.settle()
+			dropChild(raw)
+			return false
+		}
+		child.uid = uid
 	}
-	ev.owner.reported.Add(1)
-	handles.Unlock()
 
 	ev.Type = raw.Type
 	ev.Status = int(raw.Status)

@@ -1,17 +1,20 @@
 // Package reactor multiplexes CM event channels, and the completion queues
 // of the data path, on one epoll loop and dispatches their events and work
-// completions to handlers, inline on the loop or on a private ants worker
-// pool. The loop (internal/evloop, which the software fabric runs on too)
+// completions to handlers, inline on the loop or on up to Options.Workers
+// worker goroutines. The loop (internal/evloop, which the software fabric runs on too)
 // waits in the Go netpoller: an idle reactor holds a parked goroutine, not
 // a thread blocked in epoll_wait.
 //
 // Each registered channel has a handler (an id.Handler, typically a
 // handlers.Mux). When a channel's descriptor is readable the loop takes up
 // to Options.Batch events from it and dispatches each: inline, the handler
-// runs on the loop goroutine; with workers, events are appended to a
-// mailbox per id and a worker drains the mailbox, so the events of one id
-// are always handled one at a time and in the order they happened, while
-// different ids run in parallel. The reactor acknowledges each event after
+// runs on the loop goroutine; with workers, the batch is appended to a
+// mailbox per id (under one lock per batch, not per event) and a worker
+// drains the mailbox, so the events of one id are always handled one at a
+// time and in the order they happened, while different ids run in
+// parallel. Workers are started when a mailbox becomes runnable and exit
+// when none is: an idle reactor holds only its parked loop goroutine. The
+// package does not use, nor touch, ants' process-wide default pool. The reactor acknowledges each event after
 // its handler returns (also when it panics). Completion queues
 // (RegisterCQ) work the same way: each queue's completions are handled one
 // at a time, in order.
@@ -50,7 +53,7 @@
 // OnError otherwise receives only the handlers' failures (returned errors
 // and recovered panics), which never stop the reactor. Close(ctx) is
 // idempotent: it stops reading, waits for the events already taken to be
-// handled and for running handlers to return, then releases the pool; at
+// handled and for running handlers to return, and for the workers to exit; at
 // ctx's deadline it returns ctx's error, and what is left is released when
 // the blocked handler returns.
 package reactor

@@ -6,9 +6,44 @@ import (
 
 // Options configure a Reactor. Build them with the With* functions; New
 // applies them over fresh defaults.
+//
+// # A high-concurrency server
+//
+// A reactor is one loop goroutine; the settings decide what runs on it.
+//
+//   - Workers: 0 (inline, the default) is the cheapest per event (no
+//     hand-off, no lock) and suits handlers that never block: they answer a
+//     connection request, post work, record state and return. Handlers that
+//     block or work for long (create QPs and register memory per
+//     connection, call out to storage or other servers) need workers, about
+//     runtime.GOMAXPROCS(0) of them, more only if they wait on I/O: an
+//     inline handler that blocks stops every channel of the reactor. Events
+//     of one id are handled one at a time and in order either way; workers
+//     start when events arrive and exit when none wait, so a large value
+//     costs nothing while idle.
+//   - MaxPending bounds the events taken from channels and not handled yet,
+//     that is the memory a burst can hold in the reactor. Give it at least
+//     the burst of connection requests you expect (a listen backlog's
+//     worth, times the listeners); past it reading pauses until half are
+//     handled, and events wait in their channels: nothing is lost, but
+//     frequent pauses (OnOverload, Stats.Overloads) mean the handlers are
+//     too slow for the load, and more Workers, or more reactors, are the
+//     answer, not a larger bound.
+//   - Batch is how many events one channel gives per readiness report. The
+//     default (64) already amortizes the loop's wait: 256 measured no
+//     faster with all ids on one channel (BenchmarkDispatchInlineBatch256).
+//     Lower it only to share the loop more fairly among many busy channels.
+//   - OnOverload (or OnError, for ErrOverload) should count and alert, not
+//     log per event; Logger receives anomalies only.
+//
+// Past what one loop goroutine reads (a few million events a second
+// inline, less with workers), run several reactors, each with its own
+// channels, and spread the ids over them (id.ID.Migrate moves an accepted
+// id to another channel).
 type Options struct {
-	// Workers is the size of the worker pool; 0 runs handlers inline on
-	// the loop goroutine. Default 0.
+	// Workers is the most goroutines that run handlers at once; 0 runs
+	// handlers inline on the loop goroutine. Default 0. Workers are
+	// started when events wait and exit when none do.
 	Workers int
 	// MaxPending bounds the events taken from channels and not yet handled;
 	// past it the reactor stops reading until half are handled. Default 4096.
@@ -43,7 +78,8 @@ func defaults() Options {
 	return Options{MaxPending: 4096, Batch: 64, Logger: zerolog.Nop()}
 }
 
-// WithWorkers runs handlers on a pool of n workers (0: inline on the loop).
+// WithWorkers runs handlers on up to n worker goroutines (0: inline on the
+// loop). See Options for how to choose n.
 func WithWorkers(n int) Option { return func(o *Options) { o.Workers = max(n, 0) } }
 
 // WithMaxPending sets Options.MaxPending.

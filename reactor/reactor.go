@@ -7,14 +7,15 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
-	"github.com/panjf2000/ants/v2"
 	"github.com/rs/zerolog"
 	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/evloop"
+	"github.com/cmrt/cmrt/internal/ring"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -77,12 +78,10 @@ type Reactor struct {
 	opts Options
 	log  zerolog.Logger
 	l    *evloop.Loop[*registration] // reports each readable registration to drain
-	pool *ants.Pool
-	done <-chan struct{} // the loop has exited
+	done <-chan struct{}             // the loop has exited
 
-	state    atomic.Int32 // 0 open, 1 closing, 2 closed
-	closeMu  sync.Mutex
-	released sync.Once // the worker pool
+	state   atomic.Int32 // 0 open, 1 closing, 2 closed
+	closeMu sync.Mutex
 
 	regMu sync.Mutex                 // guards byCh, byCQ, live and the move to closing
 	byCh  map[Channel]*registration  // registered channels
@@ -91,19 +90,23 @@ type Reactor struct {
 
 	// loop-owned
 	paused bool
+	batch  []item // the items of one readiness report, handed to mailboxes at once
 
-	// mailboxes, shared by the loop and the workers
-	mbMu     sync.Mutex
-	mbCond   sync.Cond        // signalled when runq grows or workers must stop
-	mboxes   map[any]*mailbox // by *id.ID, or by a completion queue's *registration
-	runq     []*mailbox       // scheduled mailboxes no worker has taken yet
-	spare    []*mailbox
-	stopping bool // workers exit once runq is empty
-	workers  sync.WaitGroup
-	pending  atomic.Int64 // events taken and not yet handled
-	idle     chan struct{}
+	// mailboxes, shared by the loop and the workers (see mailbox.go)
+	mbMu       sync.Mutex
+	mboxes     map[any]*mailbox    // by *id.ID, or by a completion queue's *registration
+	runq       ring.Ring[*mailbox] // scheduled mailboxes no worker has taken yet
+	spare      []*mailbox
+	running    int  // workers started and not exited (at most Options.Workers)
+	stopping   bool // Close: start no more workers
+	workers    sync.WaitGroup
+	workFn     func()       // r.work, made once so that starting a worker allocates nothing
+	abandoning atomic.Bool  // Close gave up: items not yet started get no handler
+	pending    atomic.Int64 // events taken and not yet handled
+	idle       chan struct{}
 
 	stats counters
+	lat   latency // handler latency, sampled (stats.go)
 }
 
 type counters struct {
@@ -142,7 +145,12 @@ func New(opts ...Option) (*Reactor, error) {
 		opts: o, log: o.Logger.With().Str("component", "reactor").Logger(),
 		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration),
 		live:   make(map[*registration]struct{}),
-		mboxes: make(map[any]*mailbox),
+		mboxes: make(map[any]*mailbox), lat: latency{base: time.Now()},
+	}
+	r.workFn = r.work
+	if o.Workers > 0 {
+		r.batch = make([]item, 0, max(o.Batch, 32))
+		r.runq = ring.New[*mailbox](64, 0)
 	}
 	l, err := evloop.New(func(reg *registration, _ uint32) { r.drain(reg) },
 		evloop.WithName("reactor"), evloop.WithLogger(o.Logger), evloop.WithOnExit(r.exit))
@@ -150,29 +158,6 @@ func New(opts ...Option) (*Reactor, error) {
 		return nil, err
 	}
 	r.l, r.done = l, l.Done()
-	r.mbCond.L = &r.mbMu
-	if o.Workers > 0 {
-		// The pool hosts Workers long-lived workers that drain mailboxes.
-		pool, err := ants.NewPool(o.Workers,
-			ants.WithPanicHandler(func(v any) { r.panicked(nil, v) }),
-			ants.WithLogger(&r.log),
-		)
-		if err != nil {
-			l.Close()
-			return nil, fmt.Errorf("reactor: worker pool: %w", err)
-		}
-		r.pool = pool
-		for k := 0; k < o.Workers; k++ {
-			r.workers.Add(1)
-			if err := pool.Submit(r.worker); err != nil {
-				r.workers.Done()
-				r.stopWorkers()
-				pool.Release()
-				l.Close()
-				return nil, fmt.Errorf("reactor: start worker: %w", err)
-			}
-		}
-	}
 	go l.Run()
 	return r, nil
 }
@@ -436,16 +421,18 @@ func (r *Reactor) exit() {
 }
 
 // drain takes up to Batch events from a readable channel and dispatches
-// them, pausing when MaxPending is reached.
+// them, pausing when MaxPending is reached. With workers, the batch goes to
+// the mailboxes under one hold of mbMu.
 func (r *Reactor) drain(reg *registration) {
 	if reg.cq != nil {
 		r.drainCQ(reg)
 		return
 	}
-	for k := 0; k < r.opts.Batch && !reg.removed.Load(); k++ {
+	n := 0
+	for ; n < r.opts.Batch && !reg.removed.Load(); n++ {
 		if r.pending.Load() >= int64(r.opts.MaxPending) {
 			r.pause()
-			return
+			break
 		}
 		ev, err := id.TakeEvent(reg.src)
 		if err != nil {
@@ -456,12 +443,20 @@ func (r *Reactor) drain(reg *registration) {
 				}
 				r.dropClosed(reg)
 			}
-			return
+			break
 		}
-		r.stats.events.Add(1)
 		r.pending.Add(1)
-		r.dispatch(ev, reg.h)
+		if r.opts.Workers == 0 {
+			r.l.InlineBegin()
+			r.handle(ev, reg.h)
+			r.l.InlineEnd()
+			r.handled(1)
+			continue
+		}
+		r.batch = append(r.batch, item{ev: ev, h: reg.h})
 	}
+	r.stats.events.Add(uint64(n))
+	r.enqueue()
 }
 
 // drainCQ polls up to Batch completions from a readable completion queue
@@ -483,31 +478,54 @@ func (r *Reactor) drainCQ(reg *registration) {
 		r.dropClosed(reg)
 		return
 	}
+	r.stats.events.Add(uint64(n))
+	r.pending.Add(int64(n))
 	for k := 0; k < n; k++ {
-		r.stats.events.Add(1)
-		r.pending.Add(1)
-		r.dispatchWC(reg, &wcs[k])
+		if r.opts.Workers == 0 {
+			r.l.InlineBegin()
+			r.handleWC(reg, &wcs[k])
+			r.l.InlineEnd()
+			r.handled(1)
+			continue
+		}
+		r.batch = append(r.batch, item{wc: wcs[k], reg: reg})
 	}
+	r.enqueue()
 }
 
-// dispatchWC hands one completion to its handler, in order per queue.
-func (r *Reactor) dispatchWC(reg *registration, wc *id.WC) {
-	if r.pool == nil {
-		r.l.InlineBegin()
-		r.handleWC(reg, wc)
-		r.l.InlineEnd()
+// enqueue hands the loop's batch to the mailboxes, under one hold of mbMu,
+// and starts workers for the mailboxes that became runnable, up to
+// Options.Workers running. Loop only.
+func (r *Reactor) enqueue() {
+	if len(r.batch) == 0 {
 		return
 	}
-	r.enqueue(reg, item{wc: *wc, reg: reg})
+	r.mbMu.Lock()
+	runnable := 0
+	for k := range r.batch {
+		it := &r.batch[k]
+		var key any = it.reg
+		if it.reg == nil {
+			key = it.ev.ID
+		}
+		if r.enqueueLocked(key, it) {
+			runnable++
+		}
+	}
+	start := r.startWorkersLocked(runnable)
+	r.mbMu.Unlock()
+	clear(r.batch)
+	r.batch = r.batch[:0]
+	r.startWorkers(start)
 }
 
-// handleWC runs one completion handler.
+// handleWC runs one completion handler; the caller counts it handled.
 func (r *Reactor) handleWC(reg *registration, wc *id.WC) {
+	defer r.lat.end(r.lat.beginWC())
 	defer func() {
 		if v := recover(); v != nil {
 			r.panicked(&PanicError{Value: v}, v)
 		}
-		r.handled()
 	}()
 	if err := reg.ch2.HandleCompletion(wc); err != nil {
 		r.stats.errors.Add(1)
@@ -544,94 +562,23 @@ func (r *Reactor) resume() {
 	r.l.Range(func(fd int, gen uint32, _ *registration) { _ = r.l.Modify(fd, gen, poll.In) })
 }
 
-// dispatch hands one event to its handler.
-func (r *Reactor) dispatch(ev *id.Event, h id.Handler) {
-	if r.pool == nil {
-		r.l.InlineBegin()
-		r.handle(ev, h)
-		r.l.InlineEnd()
-		return
-	}
-	r.enqueue(ev.ID, item{ev: ev, h: h})
-}
-
-// enqueue appends an item to key's mailbox and schedules the mailbox.
-func (r *Reactor) enqueue(key any, it item) {
-	r.mbMu.Lock()
-	mb := r.mboxes[key]
-	if mb == nil {
-		if n := len(r.spare); n > 0 {
-			mb, r.spare = r.spare[n-1], r.spare[:n-1]
-		} else {
-			mb = new(mailbox)
-		}
-		mb.key = key
-		r.mboxes[key] = mb
-	}
-	mb.push(it)
-	if !mb.scheduled {
-		mb.scheduled = true
-		r.runq = append(r.runq, mb)
-		r.mbCond.Signal()
-	}
-	r.mbMu.Unlock()
-}
-
-// worker takes scheduled mailboxes and drains them, one at a time, until
-// the reactor stops.
-func (r *Reactor) worker() {
-	defer r.workers.Done()
-	wc := new(id.WC) // handed to completion handlers: one per worker, not per item
-	r.mbMu.Lock()
-	for {
-		for len(r.runq) == 0 && !r.stopping {
-			r.mbCond.Wait()
-		}
-		if len(r.runq) == 0 {
-			r.mbMu.Unlock()
-			return
-		}
-		mb := r.runq[0]
-		copy(r.runq, r.runq[1:])
-		r.runq[len(r.runq)-1] = nil
-		r.runq = r.runq[:len(r.runq)-1]
-		for {
-			it, ok := mb.pop()
-			if !ok {
-				mb.scheduled = false
-				delete(r.mboxes, mb.key)
-				mb.key = nil
-				r.spare = append(r.spare, mb)
-				break
-			}
-			r.mbMu.Unlock()
-			if it.reg != nil {
-				*wc = it.wc
-				r.handleWC(it.reg, wc)
-			} else {
-				r.handle(it.ev, it.h)
-			}
-			r.mbMu.Lock()
-		}
-	}
-}
-
-// stopWorkers makes the workers exit once the run queue is empty.
+// stopWorkers makes the workers start no more (they exit once the run
+// queue is empty).
 func (r *Reactor) stopWorkers() {
 	r.mbMu.Lock()
 	r.stopping = true
-	r.mbCond.Broadcast()
 	r.mbMu.Unlock()
 }
 
-// handle runs one handler; Event.Handle acknowledges the event.
+// handle runs one handler; Event.Handle acknowledges the event. The
+// caller counts it handled.
 func (r *Reactor) handle(ev *id.Event, h id.Handler) {
 	handle, typ := ev.ID.Handle(), ev.Type
+	defer r.lat.end(r.lat.begin(ev.Seq))
 	defer func() {
 		if v := recover(); v != nil {
 			r.panicked(&PanicError{ID: handle, Type: typ, Value: v}, v)
 		}
-		r.handled()
 	}()
 	if err := ev.Handle(h); err != nil {
 		r.stats.errors.Add(1)
@@ -639,14 +586,15 @@ func (r *Reactor) handle(ev *id.Event, h id.Handler) {
 	}
 }
 
-// handled counts a finished event: resume reading past an overload, and
+// handled counts n finished events: resume reading past an overload, and
 // wake Close when nothing is pending.
-func (r *Reactor) handled() {
-	n := r.pending.Add(-1)
-	if n == int64(r.opts.MaxPending/2) && r.pool != nil && r.state.Load() == 0 {
+func (r *Reactor) handled(n int) {
+	left := r.pending.Add(-int64(n))
+	half := int64(r.opts.MaxPending / 2)
+	if left <= half && left+int64(n) > half && r.opts.Workers > 0 && r.state.Load() == 0 {
 		r.post(r.resume)
 	}
-	if n == 0 && r.state.Load() == 1 {
+	if left == 0 && r.state.Load() == 1 {
 		r.mbMu.Lock()
 		if r.idle != nil {
 			select {
@@ -685,15 +633,15 @@ func (r *Reactor) Stats() Stats {
 
 // Close stops the reactor: it stops reading channels (the channels stay
 // open and keep their queued events), waits until the events already taken
-// have been handled and running handlers returned, then releases the worker
-// pool and the loop's descriptors.
+// have been handled, running handlers returned and the workers exited, then
+// releases the loop's descriptors.
 //
 // If ctx ends first, Close returns its error at once, with workers and
 // inline alike: events no handler has started are then acknowledged
 // without their handlers (connection requests among them are rejected and
 // their new ids destroyed), and a handler still running is left to return.
 // Nothing leaks: the loop releases its descriptors when it exits, after
-// that handler, and the pool's workers exit when their handlers return. A
+// that handler, and the workers exit when their handlers return. A
 // later Close waits again, with its own context, for all of that to end,
 // and returns nil once it has. Closing a closed reactor is a no-op; Close
 // must not be called from a handler.
@@ -707,7 +655,7 @@ func (r *Reactor) Close(ctx context.Context) error {
 		r.beginClose()
 	}
 	err := r.settle(ctx)
-	if r.pool != nil {
+	if r.opts.Workers > 0 {
 		if err != nil {
 			r.abandon()
 		}
@@ -715,7 +663,6 @@ func (r *Reactor) Close(ctx context.Context) error {
 		if err == nil {
 			r.workers.Wait() // prompt: no handler is running
 		}
-		r.released.Do(r.pool.Release)
 	}
 	if err != nil {
 		return err
@@ -782,6 +729,7 @@ func (r *Reactor) settle(ctx context.Context) error {
 // are rejected and their new ids destroyed (Event.Handle does that for a
 // request whose handler fails without answering it).
 func (r *Reactor) abandon() {
+	r.abandoning.Store(true) // and a worker's items taken but not started
 	r.mbMu.Lock()
 	var evs []*id.Event
 	n := 0
@@ -789,24 +737,23 @@ func (r *Reactor) abandon() {
 	// draining (its handler blocked past the deadline), whose next items
 	// have not started either.
 	for _, mb := range r.mboxes {
-		for it, ok := mb.pop(); ok; it, ok = mb.pop() {
+		for it, ok := mb.items.Pop(); ok; it, ok = mb.items.Pop() {
 			if it.ev != nil {
 				evs = append(evs, it.ev)
 			}
 			n++
 		}
 	}
-	for _, mb := range r.runq {
+	for mb, ok := r.runq.Pop(); ok; mb, ok = r.runq.Pop() {
 		mb.scheduled = false
 		delete(r.mboxes, mb.key)
 	}
-	r.runq = nil
 	r.mbMu.Unlock()
 	for _, ev := range evs {
 		_ = ev.Handle(abandoned{})
 	}
-	for ; n > 0; n-- {
-		r.handled()
+	if n > 0 {
+		r.handled(n)
 	}
 }
 

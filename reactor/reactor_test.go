@@ -23,7 +23,7 @@ import (
 	"github.com/rs/zerolog"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m, antsIgnore...) }
 
 type fixture struct {
 	f   *fakefab.Fabric
@@ -273,7 +273,7 @@ func TestDestroyFromOwnHandlerDoesNotWait(t *testing.T) {
 		if n := fdCount(t); n != fds {
 			t.Errorf("workers=%d: %d descriptors open, %d before", workers, n, fds)
 		}
-		goleak.VerifyNone(t)
+		goleak.VerifyNone(t, antsIgnore...)
 	}
 }
 

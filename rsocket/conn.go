@@ -3,11 +3,11 @@ package rsocket
 import (
 	"encoding/binary"
 	"fmt"
-	"net"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -27,9 +27,9 @@ const (
 const (
 	recvFlag = 1 << 63
 
-	kData      = 1 // a data Write and its message: two send-queue slots
+	kData      = 1 // a data Write and its message: n send-queue slots (msgWRs)
 	kDirect    = 2 // a direct (iomap) Write: one send-queue slot
-	kIOMap     = 3 // an iomap entry Write and its message: two slots
+	kIOMap     = 3 // an iomap entry Write and its message: n slots (msgWRs)
 	kCredit    = 4 // a credit message, with or without an SGL Write: n control slots
 	kCtrl      = 5 // a control message: one control slot
 	kKeepalive = 6 // a zero-length Write: one control slot
@@ -78,6 +78,14 @@ type Conn struct {
 	rbuf, mbuf, tbuf, sbuf []byte
 	rmr, mmr, tmr, smr     id.MR
 	nslots                 int // receives posted: rqSize + extraRecvs
+
+	// msgSend is rsockets' RS_OPT_MSG_SEND, chosen from this side's
+	// device at createEP: message words go as 4-byte Sends after the
+	// Writes they announce (iWARP); otherwise as the immediate data of
+	// the Write itself, or of a zero-length Write (InfiniBand, RoCE).
+	// Either way the receiving side takes both forms.
+	msgSend bool
+	swr     fabric.SendWR // postImm's work request, under mu
 
 	mu        sync.Mutex
 	phase     phase
@@ -161,6 +169,7 @@ func (c *Conn) wakeAll() {
 func (c *Conn) createEP() error {
 	cfg := &c.cfg
 	c.nslots = cfg.rqSize + extraRecvs
+	c.msgSend = c.eng.msgSend(c.cm.DeviceName())
 	attr := &id.QPInitAttr{Cap: id.QPCap{MaxSendWR: cfg.sqSize, MaxRecvWR: c.nslots,
 		MaxSendSGE: 1, MaxRecvSGE: 1, MaxInlineData: max(cfg.inline, 64)}}
 	if err := c.cm.CreateQP(attr); err != nil {
@@ -300,6 +309,7 @@ func (c *Conn) connect() error {
 // in, the completion queues on the reactor, the second half of the receive
 // buffer offered. Called with mu held, on the loop.
 func (c *Conn) established(ev *id.Event) {
+	closed := false // a passive connection whose listener closed meanwhile
 	switch c.phase {
 	case phDialing:
 		d, err := parseConnData(ev.PrivateData())
@@ -317,10 +327,11 @@ func (c *Conn) established(ev *id.Event) {
 		defer l.mu.Unlock()
 		l.pending--
 		c.pending = false
-		if l.closed {
-			c.failOpen(net.ErrClosed)
-			return
-		}
+		// A listener closed while the connection was being accepted (in
+		// P2P mode the responder is established only when the dialer's
+		// RTR arrives, after the dialer is) closes it as an established
+		// connection nobody accepted: the dialer reads the end.
+		closed = l.closed
 	default:
 		return
 	}
@@ -344,6 +355,11 @@ func (c *Conn) established(ev *id.Event) {
 		c.ka = time.AfterFunc(c.cfg.keepalive, c.keepalive)
 	}
 	if c.passive {
+		if closed {
+			c.lis = nil
+			go c.Close() // it takes mu, which the loop holds here
+			return
+		}
 		c.lis.queue <- c // room was reserved in onRequest
 		c.lis = nil
 		return

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"syscall"
 
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -69,12 +70,11 @@ func (c *Conn) recvWC(wc *id.WC) {
 		}
 		return
 	}
-	slot := int(wc.WRID &^ recvFlag)
-	if slot >= c.nslots || wc.ByteLen != msgSize {
-		c.protocolError(fmt.Errorf("message of %d bytes in slot %d", wc.ByteLen, slot))
+	m, slot, err := wcMessage(wc, c.mbuf, c.order)
+	if err != nil {
+		c.protocolError(err)
 		return
 	}
-	m := c.order.Uint32(c.mbuf[slot*msgSize:])
 	if c.connected {
 		if err := c.postRecv(slot); err != nil {
 			c.down(fmt.Errorf("rsocket: post receive: %w", err))
@@ -83,6 +83,28 @@ func (c *Conn) recvWC(wc *id.WC) {
 	}
 	c.onMessage(m)
 	c.updateCredits()
+}
+
+// wcMessage returns the message word a successful receive completion
+// carries, and the receive slot to post again, as rs_poll_cq takes it: the
+// immediate data where the peer sent one (an RDMA Write with Immediate;
+// verbs gives it in host order), else the 4-byte Send in the receive's slot
+// of mbuf (RS_OPT_MSG_SEND), in the peer's byte order o. Either form is
+// taken whatever this side sends, as rsockets takes both. A completion
+// naming no slot of mbuf, or a Send of another size, is an error.
+func wcMessage(wc *id.WC, mbuf []byte, o byteOrder) (m uint32, slot int, err error) {
+	k := wc.WRID &^ recvFlag
+	if wc.WRID&recvFlag == 0 || k >= uint64(len(mbuf)/msgSize) {
+		return 0, 0, fmt.Errorf("receive completion %#x names no message slot", wc.WRID)
+	}
+	slot = int(k)
+	if wc.WithImm {
+		return wc.ImmData, slot, nil
+	}
+	if wc.ByteLen != msgSize {
+		return 0, 0, fmt.Errorf("message of %d bytes in slot %d", wc.ByteLen, slot)
+	}
+	return o.Uint32(mbuf[slot*msgSize:]), slot, nil
 }
 
 // onMessage acts on one message word. Called with mu held.
@@ -163,7 +185,7 @@ func (c *Conn) sendWC(wc *id.WC) {
 	kind, n, rel := splitSendID(wc.WRID)
 	switch kind {
 	case kData, kIOMap:
-		c.sqeAvail += 2
+		c.sqeAvail += int(n)
 		c.sUsed -= rel
 	case kDirect:
 		c.sqeAvail++
@@ -191,7 +213,10 @@ func (c *Conn) updateCredits() {
 	if c.rAvail < half && int16(c.rseqNo-c.rseqComp) < 0 {
 		return
 	}
-	if int32(c.ctrlSeq+1-c.ctrlMax) >= 0 { // two control slots needed
+	// An SGL entry and its message take two control slots where the
+	// message is a Send of its own; rsockets asks for two then even when
+	// it sends the message alone.
+	if int32(c.ctrlSeq+uint32(c.msgWRs())-1-c.ctrlMax) >= 0 {
 		return
 	}
 	c.ctrlSeq++
@@ -200,17 +225,15 @@ func (c *Conn) updateCredits() {
 	msg := msgWord(opSGL, uint32(c.rseqNo)+uint32(rq))
 	var err error
 	if c.rAvail >= half {
-		c.ctrlSeq++
+		n := uint64(c.msgWRs())
+		c.ctrlSeq += uint32(n - 1)
 		s := sge{Addr: c.rmr.Addr() + uint64(c.rFree), Key: c.rmr.RKey(), Len: uint32(half)}
 		b := appendSGE(c.scratch[:0], c.order, s)
-		err = c.cm.PostWrite(sendID(kCredit, 2, 0), b, nil, id.SendInline,
-			c.remSGL.Addr+uint64(c.remSGE)*sgeLen, c.remSGL.Key)
 		if !c.cfg.unmarked {
 			msg |= msgSGEMark // cmrt peers read the entry when this arrives
 		}
-		if err == nil {
-			err = c.postMsg(msg, sendID(kCredit, 2, 0))
-		}
+		err = c.postWriteMsg(sendID(kCredit, n, 0), b, nil, id.SendInline,
+			c.remSGL.Addr+uint64(c.remSGE)*sgeLen, c.remSGL.Key, msg)
 		c.rAvail -= half
 		if c.rFree += half; c.rFree >= len(c.rbuf) {
 			c.rFree = 0
@@ -224,11 +247,56 @@ func (c *Conn) updateCredits() {
 	}
 }
 
-// postMsg sends a message word as a 4-byte inline Send (iWARP's
-// RS_OPT_MSG_SEND), signaled. Called with mu held.
+// msgWRs is the number of send-queue slots a message with a Write takes:
+// two (the Write and the Send) with msgSend, one (the Write with
+// Immediate) without, as rsockets counts them.
+func (c *Conn) msgWRs() int {
+	if c.msgSend {
+		return 2
+	}
+	return 1
+}
+
+// postMsg sends message word m alone, signaled, as rs_post_msg: a 4-byte
+// inline Send with msgSend, else a zero-length RDMA Write with m as its
+// immediate data. Called with mu held.
 func (c *Conn) postMsg(m uint32, wrid uint64) error {
+	if !c.msgSend {
+		// Zero bytes need no address; the peer's target SGL is a valid one.
+		return c.postImm(wrid, nil, nil, 0, c.remSGL.Addr, c.remSGL.Key, m)
+	}
 	b := c.order.AppendUint32(c.scratch[:0], m)
 	return c.cm.PostSend(wrid, b, nil, id.SendInline|id.SendSignaled)
+}
+
+// postWriteMsg writes buf into the peer's memory at addr/rkey and
+// announces it with message word m, as rs_post_write_msg: one RDMA Write
+// with Immediate, or with msgSend an unsignaled Write followed by the
+// word as a Send (placed after the Write's data, as RC orders them). Both
+// forms complete once, as wrid. Called with mu held.
+func (c *Conn) postWriteMsg(wrid uint64, buf []byte, mr id.MR, flags id.SendFlags, addr uint64, rkey, m uint32) error {
+	if !c.msgSend {
+		return c.postImm(wrid, buf, mr, flags, addr, rkey, m)
+	}
+	if err := c.cm.PostWrite(wrid, buf, mr, flags, addr, rkey); err != nil {
+		return err
+	}
+	return c.postMsg(m, wrid)
+}
+
+// postImm posts a signaled RDMA Write with Immediate of buf with
+// immediate data m. The work request is the connection's own (the QP
+// copies it), so posting allocates nothing. Called with mu held.
+func (c *Conn) postImm(wrid uint64, buf []byte, mr id.MR, flags id.SendFlags, addr uint64, rkey, m uint32) error {
+	wr := &c.swr
+	*wr = fabric.SendWR{WRID: wrid, Opcode: fabric.WRWriteWithImm, Flags: flags | id.SendSignaled,
+		Buf: buf, MR: mr, RemoteAddr: addr, RKey: rkey, ImmData: m}
+	err := c.qp.PostSend(wr)
+	*wr = fabric.SendWR{}
+	if err != nil {
+		return fmt.Errorf("post_write_with_imm: %w", err)
+	}
+	return nil
 }
 
 // ctrlAvail reports whether a control message may be sent.

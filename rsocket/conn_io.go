@@ -147,7 +147,7 @@ func (c *Conn) writeErr() error {
 // canSend reports whether a data message may go now, as rs_can_send.
 // Called with mu held.
 func (c *Conn) canSend(left int) bool {
-	if c.sqeAvail < 2 || c.sseqNo == c.sseqComp || c.tsgl[c.tsge].Len == 0 {
+	if c.sqeAvail < c.msgWRs() || c.sseqNo == c.sseqComp || c.tsgl[c.tsge].Len == 0 {
 		return false
 	}
 	if min(left, maxXfer, int(c.tsgl[c.tsge].Len)) <= c.cfg.inline {
@@ -179,7 +179,7 @@ func (c *Conn) sbufChunk() (off, n, skip int) {
 
 // postData sends p, or as much of it as the send buffer takes in one
 // piece, as one data message: an RDMA Write into the buffer the peer
-// offered, then the message word. It returns the bytes sent. Called with
+// offered, announced by its message word (postWriteMsg). It returns the bytes sent. Called with
 // mu held, with canSend.
 func (c *Conn) postData(p []byte) (int, error) {
 	t := &c.tsgl[c.tsge]
@@ -196,15 +196,12 @@ func (c *Conn) postData(p []byte) (int, error) {
 		c.sUsed += rel
 		c.sPos = off + len(p)
 	}
-	wrid := sendID(kData, 2, rel)
-	if err := c.cm.PostWrite(wrid, buf, mr, flags, addr, key); err != nil {
-		return 0, err
-	}
-	if err := c.postMsg(msgWord(opData, uint32(len(buf))), wrid); err != nil {
+	n := c.msgWRs()
+	if err := c.postWriteMsg(sendID(kData, uint64(n), rel), buf, mr, flags, addr, key, msgWord(opData, uint32(len(buf)))); err != nil {
 		return 0, err
 	}
 	c.sseqNo++
-	c.sqeAvail -= 2
+	c.sqeAvail -= n
 	t.Addr += uint64(len(buf))
 	if t.Len -= uint32(len(buf)); t.Len == 0 {
 		// Used up: the peer may now write its next descriptor here.

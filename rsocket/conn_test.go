@@ -18,7 +18,14 @@ import (
 // loopback: c1 dialed, c2 accepted.
 func pipe(t testing.TB, opts ...Option) (c1, c2 *Conn, stop func()) {
 	t.Helper()
-	l, err := Listen("tcp", "127.0.0.1:0", opts...)
+	return pipeWith(t, opts, opts)
+}
+
+// pipeWith is pipe with the dialing side's options dopts and the
+// accepting side's lopts.
+func pipeWith(t testing.TB, dopts, lopts []Option) (c1, c2 *Conn, stop func()) {
+	t.Helper()
+	l, err := Listen("tcp", "127.0.0.1:0", lopts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +38,7 @@ func pipe(t testing.TB, opts ...Option) (c1, c2 *Conn, stop func()) {
 		c, err := l.Accept()
 		ch <- res{c, err}
 	}()
-	d, err := Dial("tcp", l.Addr().String(), opts...)
+	d, err := Dial("tcp", l.Addr().String(), dopts...)
 	if err != nil {
 		l.Close()
 		t.Fatal(err)
@@ -74,36 +81,44 @@ func TestTransferSizes(t *testing.T) {
 		{"small", []Option{WithSQSize(16), WithRQSize(16), WithRecvBuffer(4096), WithSendBuffer(5000)}},
 		{"inline-large", []Option{WithInline(4096)}},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			c1, c2, stop := pipe(t, tc.opts...)
-			defer stop()
-			for _, n := range []int{1, 63, 64, 65, 4096, 100 << 10, 1 << 20} {
-				want := make([]byte, n)
-				for k := range want {
-					want[k] = byte(k*7 + n)
+		for _, tr := range transports {
+			t.Run(tc.name+"-"+tr.name, func(t *testing.T) {
+				c1, c2, stop := pipe(t, with(tr.opts, tc.opts...)...)
+				defer stop()
+				for _, n := range []int{1, 63, 64, 65, 4096, 100 << 10, 1 << 20} {
+					want := make([]byte, n)
+					for k := range want {
+						want[k] = byte(k*7 + n)
+					}
+					errc := make(chan error, 1)
+					go func() {
+						_, err := c1.Write(want)
+						errc <- err
+					}()
+					got := make([]byte, n)
+					if _, err := io.ReadFull(c2, got); err != nil {
+						t.Fatalf("%d bytes: %v", n, err)
+					}
+					if err := <-errc; err != nil {
+						t.Fatal(err)
+					}
+					if !bytes.Equal(got, want) {
+						t.Fatalf("%d bytes: data differs", n)
+					}
 				}
-				errc := make(chan error, 1)
-				go func() {
-					_, err := c1.Write(want)
-					errc <- err
-				}()
-				got := make([]byte, n)
-				if _, err := io.ReadFull(c2, got); err != nil {
-					t.Fatalf("%d bytes: %v", n, err)
-				}
-				if err := <-errc; err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Fatalf("%d bytes: data differs", n)
-				}
-			}
-		})
+			})
+		}
 	}
 }
 
 func TestCloseWriteGivesEOF(t *testing.T) {
-	c1, c2, stop := pipe(t)
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testCloseWriteGivesEOF(t, tr.opts) })
+	}
+}
+
+func testCloseWriteGivesEOF(t *testing.T, opts []Option) {
+	c1, c2, stop := pipe(t, opts...)
 	defer stop()
 	if _, err := c1.Write([]byte("hello")); err != nil {
 		t.Fatal(err)

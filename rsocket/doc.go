@@ -17,9 +17,14 @@
 // by RDMA Write into a receive buffer the peer offered; a 32-bit message
 // word announces each write and carries credit updates, new receive
 // buffers (written into the target SGL), iomap updates and control
-// messages (shutdown, disconnect). iWARP has no RDMA Write with Immediate,
-// so, as rsockets does there (RS_OPT_MSG_SEND), the word is a 4-byte Send
-// after the Write; this package always speaks that mode. Keepalives are
+// messages (shutdown, disconnect). As in rsockets, each side picks how it
+// sends the word from its own device's transport when it creates its queue
+// pair: on InfiniBand and RoCE the word is the immediate data of the RDMA
+// Write itself (a zero-length Write when nothing is written), which
+// consumes one of the peer's receives; iWARP has no Write with Immediate,
+// so there the word is a 4-byte Send after the Write (RS_OPT_MSG_SEND).
+// The connection data says nothing of it (both ends of a link share its
+// transport), and a receiver takes either form. Keepalives are
 // zero-length RDMA Writes. Direct writes into a buffer the peer mapped
 // (riomap, riowrite) are Conn.IOMap and Conn.IOWrite.
 //
@@ -46,7 +51,9 @@
 // # Fabrics
 //
 // Sockets run on the default fabric (fabric.Default: $CMRT_FABRIC, else
-// the software fabric) or the one given with WithFabric. The kernel fabric
-// has no data path yet: there, Listen works and connections fail with
-// ENOSYS when their queue pair is created.
+// the software fabric) or the one given with WithFabric. The software
+// fabric is iWARP on the wire: Sends after Writes. The kernel fabric
+// speaks either mode, by device: Sends on siw, Writes with Immediate on
+// rxe (RoCE), as on any InfiniBand device the kernel fabric has a verbs
+// provider for.
 package rsocket

@@ -23,6 +23,9 @@ type engine struct {
 	ch   *channel.Channel
 	r    *reactor.Reactor
 	refs int // sockets holding the engine (under engines.mu)
+
+	devMu  sync.Mutex
+	msgDev map[string]bool // msgSend's answers, by device name
 }
 
 var engines = struct {
@@ -115,6 +118,40 @@ func (e *engine) HandleEvent(ev *id.Event) error {
 	}
 	return nil
 }
+
+// msgSend reports whether connections on device dev send their message
+// words as Sends (rsockets' RS_OPT_MSG_SEND), as rsockets decides it from
+// the device's transport: iWARP has no RDMA Write with Immediate, every
+// other transport (InfiniBand, RoCE) has. A device the fabric does not list
+// is taken as iWARP: the mode that needs nothing of the transport beyond
+// Writes and Sends. The answer is kept per device; this runs at connection
+// set-up only.
+func (e *engine) msgSend(dev string) bool {
+	e.devMu.Lock()
+	defer e.devMu.Unlock()
+	if v, ok := e.msgDev[dev]; ok {
+		return v
+	}
+	devs, err := e.fab.Devices()
+	if err != nil {
+		return true // not kept: the next connection asks again
+	}
+	v := true
+	for _, d := range devs {
+		if d.Name == dev {
+			v = d.Transport == transportIWARP
+			break
+		}
+	}
+	if e.msgDev == nil {
+		e.msgDev = make(map[string]bool)
+	}
+	e.msgDev[dev] = v
+	return v
+}
+
+// transportIWARP is fabric.Device.Transport of iWARP devices.
+const transportIWARP = "iWARP"
 
 // hold takes one more hold on a running engine (for a connection a
 // listener accepts).

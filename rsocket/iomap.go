@@ -62,18 +62,16 @@ func (c *Conn) IOMap(buf []byte, offset int64) (int64, error) {
 	m := &ioMapping{buf: buf, mr: mr, offset: offset}
 	e := iomap{Offset: uint64(offset), SGE: sge{Addr: mr.Addr(), Key: mr.RKey(), Len: uint32(len(buf))}}
 	b := appendIOMap(c.scratch[:0], c.order, e)
-	wrid := sendID(kIOMap, 2, 0)
-	err = c.cm.PostWrite(wrid, b, nil, id.SendInline, c.remIOMap.Addr+uint64(k)*iomapLen, c.remIOMap.Key)
-	if err == nil {
-		err = c.postMsg(msgWord(opIOMapSGL, uint32(k)), wrid)
-	}
+	n := c.msgWRs()
+	err = c.postWriteMsg(sendID(kIOMap, uint64(n), 0), b, nil, id.SendInline,
+		c.remIOMap.Addr+uint64(k)*iomapLen, c.remIOMap.Key, msgWord(opIOMapSGL, uint32(k)))
 	if err != nil {
 		_ = c.cm.DeregMR(mr)
 		c.down(fmt.Errorf("rsocket: post iomap: %w", err))
 		return 0, c.opErr("iomap", err)
 	}
 	c.sseqNo++ // rsockets counts the entry against the credits
-	c.sqeAvail -= 2
+	c.sqeAvail -= n
 	c.lmaps[k] = m
 	return offset, nil
 }

@@ -12,7 +12,13 @@ import (
 // other, as riomap and riowrite do; a message after the direct write
 // orders it before the check (the receiver is not told of direct writes).
 func TestIOMap(t *testing.T) {
-	c1, c2, stop := pipe(t, WithIOMapSize(2))
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testIOMap(t, tr.opts) })
+	}
+}
+
+func testIOMap(t *testing.T, opts []Option) {
+	c1, c2, stop := pipe(t, with(opts, WithIOMapSize(2))...)
 	defer stop()
 	buf := make([]byte, 100<<10)
 	if off, err := c2.IOMap(buf, 4096); err != nil || off != 4096 {

@@ -36,7 +36,13 @@ func TestAbruptDisconnectGivesReset(t *testing.T) {
 }
 
 func TestKeepalive(t *testing.T) {
-	c1, c2, stop := pipe(t, WithKeepalive(5*time.Millisecond))
+	for _, tr := range transports {
+		t.Run(tr.name, func(t *testing.T) { testKeepalive(t, tr.opts) })
+	}
+}
+
+func testKeepalive(t *testing.T, opts []Option) {
+	c1, c2, stop := pipe(t, with(opts, WithKeepalive(5*time.Millisecond))...)
 	defer stop()
 	deadline := time.Now().Add(10 * time.Second)
 	for {

@@ -13,8 +13,8 @@ import (
 // and of the reply. Data moves by RDMA Write into the peer's receive
 // buffer; each transfer, and every internal notice, is announced by a
 // 32-bit message word: the immediate data of an RDMA Write with Immediate
-// where the transport has it, a 4-byte Send after the Write on iWARP
-// (rsockets' RS_OPT_MSG_SEND), which is what this package speaks.
+// where the transport has it (InfiniBand, RoCE), a 4-byte Send after the
+// Write on iWARP (rsockets' RS_OPT_MSG_SEND).
 
 // Message word opcodes: the top three bits of a message word.
 const (

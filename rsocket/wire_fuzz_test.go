@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/cmrt/cmrt/id"
 )
 
 // FuzzConnData: any private data either parses into connection data that
@@ -70,6 +72,44 @@ func FuzzMessageWord(f *testing.F) {
 		b := make([]byte, 8192)
 		if n := c.copyOut(b); n > len(c.rbuf) || c.rPending != 0 && c.rmN == 0 {
 			t.Fatalf("copied %d, %d pending", n, c.rPending)
+		}
+	})
+}
+
+// FuzzWCMessage feeds wcMessage any receive completion: it never panics,
+// takes the immediate data whenever the completion has one, takes a slot's
+// word only from a 4-byte Send, and names only slots of mbuf.
+func FuzzWCMessage(f *testing.F) {
+	f.Add(uint64(recvFlag|1), uint32(4), false, uint32(0), false, 3)
+	f.Add(uint64(recvFlag), uint32(2048), true, uint32(0xdeadbeef), true, 2)
+	f.Add(uint64(recvFlag|7), uint32(16), false, uint32(0), false, 2)
+	f.Add(uint64(5), uint32(4), true, uint32(1), true, 1)
+	f.Fuzz(func(t *testing.T, wrid uint64, byteLen uint32, withImm bool, imm uint32, big bool, nslots int) {
+		nslots = nslots & 7
+		mbuf := make([]byte, nslots*msgSize)
+		for k := range mbuf {
+			mbuf[k] = byte(k*37 + 11)
+		}
+		var flags uint8
+		if big {
+			flags = connFlagNet
+		}
+		o := peerOrder(flags)
+		wc := id.WC{WRID: wrid, ByteLen: byteLen, WithImm: withImm, ImmData: imm}
+		m, slot, err := wcMessage(&wc, mbuf, o)
+		if err != nil {
+			return
+		}
+		if wrid&recvFlag == 0 || slot < 0 || slot >= nslots || uint64(slot) != wrid&^recvFlag {
+			t.Fatalf("completion %#x accepted as slot %d of %d", wrid, slot, nslots)
+		}
+		switch {
+		case withImm && m != imm:
+			t.Fatalf("immediate %#x read as %#x", imm, m)
+		case !withImm && byteLen != msgSize:
+			t.Fatalf("a Send of %d bytes accepted", byteLen)
+		case !withImm && m != o.Uint32(mbuf[slot*msgSize:]):
+			t.Fatalf("slot %d read as %#x", slot, m)
 		}
 	})
 }

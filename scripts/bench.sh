@@ -15,7 +15,8 @@
 #      Go-channel fan-out
 #   2. bench: BenchmarkConnSetup, cmrt sync/async ids against Go TCP, at
 #      1, 10, 100, 1000 concurrent ids; one process per case
-#   3. bench: BenchmarkPingPong and BenchmarkStream, RC against TCP
+#   3. bench: BenchmarkPingPong, BenchmarkStream and BenchmarkServerFirst,
+#      RC against TCP
 #   4. bench: BenchmarkScale, 10 000 ids (5 000 connections) in one process
 #   5. bench: BenchmarkTimeWait, BenchmarkIdleFabric, BenchmarkRouteLookup,
 #      BenchmarkDestroyQueued (the costs found by profiling)
@@ -60,12 +61,12 @@ done
 
 if [ "$quick" = 1 ]; then
 	reps=${BENCH_REPS:-2}
-	setup_n=800 reactor_time=300ms msg_time=150ms scale_ids=2000 scale_reps=1
+	setup_n=800 reactor_time=300ms msg_time=150ms first_n=200 scale_ids=2000 scale_reps=1
 	tw_levels=0,14000 tw_time=200ms tw_reps=1 idle_n=400 idle_reps=1 route_reps=1
 	cmtime_c=200 cmtime_reps=1
 else
 	reps=${BENCH_REPS:-5}
-	setup_n=3000 reactor_time=1s msg_time=500ms scale_ids=10000 scale_reps=3
+	setup_n=3000 reactor_time=1s msg_time=500ms first_n=1000 scale_ids=10000 scale_reps=3
 	tw_levels=0,7000,14000,28000 tw_time=500ms tw_reps=2 idle_n=1500 idle_reps=3 route_reps=2
 	cmtime_c=1000 cmtime_reps=3
 fi
@@ -175,11 +176,12 @@ for rep in $(seq "$reps"); do
 	done
 done
 
-part "3. messages: ping-pong and streaming ($reps runs)" $((reps * 2))
+part "3. messages: ping-pong, streaming, server first ($reps runs)" $((reps * 3))
 for rep in $(seq "$reps"); do
 	runb msg "rep=$rep ping-pong" -test.benchtime "$msg_time" "$(swapflag "$rep")" -test.bench '^BenchmarkPingPong$' \
 		-bench.samples "$out/samples/rep$rep"
 	runb msg "rep=$rep stream" -test.benchtime "$msg_time" "$(swapflag "$rep")" -test.bench '^BenchmarkStream$'
+	runb msg "rep=$rep server-first" -test.benchtime "${first_n}x" "$(swapflag "$rep")" -test.bench '^BenchmarkServerFirst$'
 done
 
 part "4. scale: $scale_ids ids ($scale_reps runs, one process per implementation)" $((scale_reps * 3))

@@ -27,7 +27,7 @@ bench=
 [ "${1:-}" = --bench ] && bench=1
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-CGO_ENABLED=0 go build -trimpath -o "$tmp/kcheck" ./fabric/kernel/internal/kcheck
+CGO_ENABLED=0 go build -trimpath -o "$tmp/kcheck" ./test/kcheck
 for e in ucmatose rping udaddy mckey rdma_server rdma_client cmtime; do
 	CGO_ENABLED=0 go build -trimpath -o "$tmp/go-$e" "./examples/$e"
 done

@@ -4,13 +4,16 @@
 # Builds the Go rstream and riostream statically, boots the test VM with
 # them (as go-rstream, go-riostream, next to rdma-core's C programs) and
 # runs test/vm/rsocket.sh there: Go against C, both roles, sizes 64 B to
-# 1 MiB, data verified. Exits non-zero if any test fails.
+# 1 MiB, data verified, with the Go side on the software fabric over siw0
+# and on the kernel fabric over siw0 (iWARP: message words as Sends) and
+# rxe0 (RoCE: Writes with Immediate). Exits non-zero if any test fails.
 #
 # Env: VM_OUT, VM_DL (default /work/vm/out, /work/vm/dl), VM_RUN (the VM's
 # run.sh, default /work/shared/vm/run.sh), VM_TIMEOUT (seconds, default
-# 1500), and for the VM script: CMRT_FABRIC (kernel: the Go side on the
-# kernel fabric, once it has a data path), RSOCKET_IP (default siw0's
-# address), RSOCKET_SIZES ("size:count ..."), RSOCKET_C_BASELINE=1.
+# 1500), and for the VM script: RSOCKET_CONFIGS (FABRIC:DEVICE ..., default
+# "soft:siw0 kernel:siw0 kernel:rxe0"), or the one configuration
+# CMRT_FABRIC and RSOCKET_IP name ('$RXE_IP' for rxe0), RSOCKET_SIZES
+# ("size:count ..."), RSOCKET_C_BASELINE=1.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,7 +29,7 @@ trap 'rm -rf "$dir"' EXIT
 )
 cp "$root/test/vm/rsocket.sh" "$dir/"
 env_line=""
-for v in CMRT_FABRIC RSOCKET_IP RSOCKET_SIZES RSOCKET_C_BASELINE; do
+for v in RSOCKET_CONFIGS CMRT_FABRIC RSOCKET_IP RSOCKET_SIZES RSOCKET_C_BASELINE; do
 	[ -z "${!v:-}" ] || env_line="$env_line $v='${!v}'"
 done
 
@@ -36,6 +39,10 @@ if grep -q -- '^--- RESULT .*: FAIL' "$dir/log" ||
 	! grep -q '^=== SUMMARY: [0-9]* passed, 0 failed' "$dir/log"; then
 	[ "$rc" != 0 ] || rc=1
 fi
+for cfg in $(sed -n 's/^=== CONFIG \([^:]*\):.*/\1/p' "$dir/log"); do
+	echo "interop-rsocket: $cfg: $(grep -c -- "^--- RESULT .*-$cfg-.*: PASS" "$dir/log") passed," \
+		"$(grep -c -- "^--- RESULT .*-$cfg-.*: FAIL" "$dir/log") failed"
+done
 echo "interop-rsocket: $(grep -c -- '^--- RESULT .*: PASS' "$dir/log") passed," \
 	"$(grep -c -- '^--- RESULT .*: FAIL' "$dir/log") failed, exit $rc"
 exit "$rc"

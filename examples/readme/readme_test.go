@@ -11,6 +11,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -24,6 +25,7 @@ import (
 	"github.com/cmrt/cmrt/examples/internal/tooltest"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
+	"github.com/cmrt/cmrt/reactor"
 )
 
 func TestMain(m *testing.M) { tooltest.Main(m) }
@@ -256,5 +258,42 @@ func TestTour(t *testing.T) {
 	stop()
 	if err := <-served; err != nil {
 		t.Errorf("serve: %v", err)
+	}
+}
+
+// The rsocket snippet echoes its message over a connection on loopback.
+func TestTourEcho(t *testing.T) {
+	var err error
+	out := captureStdout(t, func() { err = echo("127.0.0.1:0") })
+	if err != nil {
+		t.Fatalf("echo: %v", err)
+	}
+	if want := "hello over RDMA\n"; out != want {
+		t.Fatalf("printed %q, want %q", out, want)
+	}
+}
+
+// The metrics snippet serves the collector: a scrape names the reactor and
+// counts the ids that exist.
+func TestTourMetrics(t *testing.T) {
+	r, err := reactor.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close(context.Background())
+	cm, err := id.Create(nil, nil, id.PSTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Destroy()
+	h, stop := metricsHandler(r)
+	defer stop()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body := rec.Body.String()
+	for _, want := range []string{`cmrt_reactor_events_total{reactor="server"} 0`, `cmrt_ids{port_space="RDMA_PS_TCP",state="IDLE"} 1`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("scrape has no %q:\n%s", want, body)
+		}
 	}
 }

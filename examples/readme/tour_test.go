@@ -7,13 +7,20 @@ package readme
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
 	"net/netip"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/reactor"
+	"github.com/cmrt/cmrt/reactor/promcollector"
+	"github.com/cmrt/cmrt/rsocket"
 )
 
 func resolve(dst netip.AddrPort) error {
@@ -104,4 +111,41 @@ func serve(ctx context.Context, addr netip.AddrPort) error {
 	}
 	<-ctx.Done()
 	return nil
+}
+
+func echo(addr string) error {
+	l, err := rsocket.Listen("tcp", addr) // rlisten: a net.Listener
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	done := make(chan error, 1)
+	go func() {
+		c, err := l.Accept() // raccept: a net.Conn (*rsocket.Conn)
+		if err == nil {
+			_, err = io.Copy(c, c) // until the client's CloseWrite
+			c.Close()
+		}
+		done <- err
+	}()
+	c, err := rsocket.Dial("tcp", l.Addr().String()) // rconnect
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	fmt.Fprint(c, "hello over RDMA")
+	c.(*rsocket.Conn).CloseWrite() // rshutdown(SHUT_WR)
+	reply, err := io.ReadAll(c)    // up to the server's Close
+	if err != nil {
+		return err
+	}
+	fmt.Println(string(reply)) // hello over RDMA
+	return <-done
+}
+
+func metricsHandler(r *reactor.Reactor) (http.Handler, func()) {
+	c := promcollector.New(promcollector.WithReactor("server", r))
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(c)
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), c.Close // serve at /metrics
 }

@@ -19,11 +19,11 @@ import (
 func TestAbandonedRequest(t *testing.T) {
 	f := soft.New(soft.WithName("abandoned"))
 	defer f.Quiesce()
-	sch, cch := mkChan(t, f), mkChan(t, f)
+	sch, cch := newChannel(t, f), newChannel(t, f)
 	l := cmListen(t, sch, nil)
 	defer l.Destroy()
 	cli := connectRC(t, cch, l.LocalAddr(), "bye")
-	ev := await(t, sch, id.EventConnectRequest)
+	ev := next(t, sch, id.EventConnectRequest)
 	req := ev.ID
 	_ = ev.Ack()
 	defer req.Destroy()

@@ -17,12 +17,12 @@ import (
 func TestDisconnectWithoutConnection(t *testing.T) {
 	f := soft.New(soft.WithName("disconnect-noconn"))
 	defer f.Quiesce()
-	sch, cch := mkChan(t, f), mkChan(t, f)
+	sch, cch := newChannel(t, f), newChannel(t, f)
 	l := cmListen(t, sch, nil)
 	defer l.Destroy()
 	for _, answer := range []string{"accept", "reject"} {
 		cli := connectRC(t, cch, l.LocalAddr(), answer)
-		ev := await(t, sch, id.EventConnectRequest)
+		ev := next(t, sch, id.EventConnectRequest)
 		req := ev.ID
 		_ = ev.Ack()
 		if err := req.Disconnect(); err != nil {
@@ -35,15 +35,15 @@ func TestDisconnectWithoutConnection(t *testing.T) {
 			if err := req.Accept(nil); err != nil {
 				t.Fatalf("accept after the disconnect: %v", err)
 			}
-			_ = await(t, sch, id.EventEstablished).Ack()
-			_ = await(t, cch, id.EventEstablished).Ack()
+			_ = next(t, sch, id.EventEstablished).Ack()
+			_ = next(t, cch, id.EventEstablished).Ack()
 			_ = req.Destroy()
-			_ = await(t, cch, id.EventDisconnected).Ack()
+			_ = next(t, cch, id.EventDisconnected).Ack()
 		} else {
 			if err := req.Reject(nil); err != nil {
 				t.Fatal(err)
 			}
-			_ = await(t, cch, id.EventRejected).Ack()
+			_ = next(t, cch, id.EventRejected).Ack()
 			if err := req.Disconnect(); err != nil || req.State() != id.StateFailed {
 				t.Fatalf("disconnect of a rejected request's id: %v, state %s", err, req.State())
 			}
@@ -68,14 +68,14 @@ func TestDisconnectWithoutConnection(t *testing.T) {
 func TestUDDisconnectSynchronous(t *testing.T) {
 	f := udFabric(t)
 	sch := newChannel(t, f)
-	lis := listenUD(t, sch, id.PSUDP, netip.AddrPortFrom(loopback, 0))
+	lis := listenUD(t, sch, id.PSUDP, netip.AddrPortFrom(lo4, 0))
 	defer destroy(lis)
 	slis, err := id.Create(nil, nil, id.PSUDP, id.WithFabric(f))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer destroy(slis)
-	if err := slis.Bind(netip.AddrPortFrom(loopback, 0)); err != nil {
+	if err := slis.Bind(netip.AddrPortFrom(lo4, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := slis.Listen(0); err != nil {

@@ -12,40 +12,40 @@ import (
 )
 
 func TestBindErrnos(t *testing.T) {
-	ch := mkChan(t, nil)
+	ch := newChannel(t, nil)
 	a := mkID(t, ch, nil, id.PSTCP)
 	defer a.Destroy()
-	if err := a.Bind(netip.AddrPortFrom(loopback, 0)); err != nil {
+	if err := a.Bind(netip.AddrPortFrom(lo4, 0)); err != nil {
 		t.Fatal(err)
 	}
 	port := a.SrcPort()
 	b := mkID(t, ch, nil, id.PSTCP)
 	defer b.Destroy()
 	// The same address and port: in use.
-	cmErrno(t, b.Bind(netip.AddrPortFrom(loopback, port)), syscall.EADDRINUSE)
+	mustErrno(t, b.Bind(netip.AddrPortFrom(lo4, port)), syscall.EADDRINUSE)
 	// A wildcard overlapping a held port: the kernel's rdma_cm says
 	// EADDRNOTAVAIL (cma_check_port).
-	cmErrno(t, b.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), port)), syscall.EADDRNOTAVAIL)
+	mustErrno(t, b.Bind(netip.AddrPortFrom(netip.IPv4Unspecified(), port)), syscall.EADDRNOTAVAIL)
 	// Not a local address.
-	cmErrno(t, b.Bind(netip.MustParseAddrPort("198.51.100.9:7000")), syscall.EADDRNOTAVAIL)
+	mustErrno(t, b.Bind(netip.MustParseAddrPort("198.51.100.9:7000")), syscall.EADDRNOTAVAIL)
 	// The failed binds left b unbound: it can bind elsewhere, once.
-	if err := b.Bind(netip.AddrPortFrom(loopback, 0)); err != nil {
+	if err := b.Bind(netip.AddrPortFrom(lo4, 0)); err != nil {
 		t.Fatal(err)
 	}
-	cmErrno(t, b.Bind(netip.AddrPortFrom(loopback, 0)), syscall.EINVAL)
+	mustErrno(t, b.Bind(netip.AddrPortFrom(lo4, 0)), syscall.EINVAL)
 	// With REUSEADDR on both, the port can be shared until one listens.
 	c, d := mkID(t, ch, nil, id.PSTCP), mkID(t, ch, nil, id.PSTCP)
 	defer c.Destroy()
 	defer d.Destroy()
 	_ = c.SetReuseAddr(true)
 	_ = d.SetReuseAddr(true)
-	if err := c.Bind(netip.AddrPortFrom(loopback, 0)); err != nil {
+	if err := c.Bind(netip.AddrPortFrom(lo4, 0)); err != nil {
 		t.Fatal(err)
 	}
 	if err := d.Bind(c.LocalAddr()); err != nil {
 		t.Fatalf("REUSEADDR bind: %v", err)
 	}
-	cmErrno(t, c.Listen(0), syscall.EADDRINUSE)
+	mustErrno(t, c.Listen(0), syscall.EADDRINUSE)
 }
 
 func TestListenOnPortTakenByAnotherSocket(t *testing.T) {
@@ -56,23 +56,23 @@ func TestListenOnPortTakenByAnotherSocket(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ln.Close()
-	ch := mkChan(t, nil)
+	ch := newChannel(t, nil)
 	cm := mkID(t, ch, nil, id.PSTCP)
 	defer cm.Destroy()
-	cmErrno(t, cm.Bind(netip.MustParseAddrPort(ln.Addr().String())), syscall.EADDRINUSE)
+	mustErrno(t, cm.Bind(netip.MustParseAddrPort(ln.Addr().String())), syscall.EADDRINUSE)
 }
 
 func TestNoDeviceIsENODEV(t *testing.T) {
 	f := soft.New(soft.WithName("soft-nodev"), soft.WithNetdevs("no-such-netdev"))
-	ch := mkChan(t, f)
+	ch := newChannel(t, f)
 	cm := mkID(t, ch, nil, id.PSTCP)
 	defer cm.Destroy()
-	cmErrno(t, cm.Bind(netip.AddrPortFrom(loopback, 0)), syscall.ENODEV)
+	mustErrno(t, cm.Bind(netip.AddrPortFrom(lo4, 0)), syscall.ENODEV)
 	// Resolution finds the route but no device behind it: ADDR_ERROR.
 	if err := cm.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("127.0.0.1:7471"), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	ev := await(t, ch, id.EventAddrError)
+	ev := next(t, ch, id.EventAddrError)
 	if ev.Status != -int(syscall.ENODEV) || cm.State() != id.StateAddrBound {
 		t.Fatalf("ADDR_ERROR status %d, state %s", ev.Status, cm.State())
 	}
@@ -96,7 +96,7 @@ func TestDevicesListInterfaces(t *testing.T) {
 			t.Errorf("device %+v", d)
 		}
 		for _, a := range d.Addrs {
-			lo = lo || a == loopback
+			lo = lo || a == lo4
 		}
 	}
 	if !lo {
@@ -105,29 +105,29 @@ func TestDevicesListInterfaces(t *testing.T) {
 }
 
 func TestNonblockingEmptyChannelIsEAGAIN(t *testing.T) {
-	ch := mkChan(t, nil)
+	ch := newChannel(t, nil)
 	ch.SetNonblocking(true)
 	_, err := ch.GetEvent()
-	cmErrno(t, err, syscall.EAGAIN)
+	mustErrno(t, err, syscall.EAGAIN)
 }
 
 func TestConnectBeforeRouteIsEINVAL(t *testing.T) {
-	ch := mkChan(t, nil)
+	ch := newChannel(t, nil)
 	cm := mkID(t, ch, nil, id.PSTCP)
 	defer cm.Destroy()
-	cmErrno(t, cm.Connect(nil), syscall.EINVAL)
+	mustErrno(t, cm.Connect(nil), syscall.EINVAL)
 	_ = cm.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("127.0.0.1:9"), time.Second)
-	_ = await(t, ch, id.EventAddrResolved).Ack()
-	cmErrno(t, cm.Connect(nil), syscall.EINVAL)
-	cmErrno(t, cm.Connect(&id.ConnParam{PrivateData: make([]byte, 57)}), syscall.EINVAL)
+	_ = next(t, ch, id.EventAddrResolved).Ack()
+	mustErrno(t, cm.Connect(nil), syscall.EINVAL)
+	mustErrno(t, cm.Connect(&id.ConnParam{PrivateData: make([]byte, 57)}), syscall.EINVAL)
 }
 
 func TestConnectParamOverDeviceCapIsEINVAL(t *testing.T) {
-	sch, cch := mkChan(t, nil), mkChan(t, nil)
+	sch, cch := newChannel(t, nil), newChannel(t, nil)
 	l := cmListen(t, sch, nil)
 	defer l.Destroy()
 	cm := mkID(t, cch, nil, id.PSTCP)
 	defer cm.Destroy()
-	routeTo(t, cch, cm, l.LocalAddr())
-	cmErrno(t, cm.Connect(&id.ConnParam{ResponderResources: 200}), syscall.EINVAL)
+	resolve(t, cch, cm, l.LocalAddr())
+	mustErrno(t, cm.Connect(&id.ConnParam{ResponderResources: 200}), syscall.EINVAL)
 }

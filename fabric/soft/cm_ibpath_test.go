@@ -29,16 +29,16 @@ func TestSetIBPath(t *testing.T) {
 	const good = 1 | 2 | 8 | 32 // GMP | PRIMARY | OUTBOUND | INBOUND_REVERSE
 	f := soft.New(soft.WithName("ibpath"))
 	defer f.Quiesce()
-	ch := mkChan(t, f)
+	ch := newChannel(t, f)
 	cm := mkID(t, ch, nil, id.PSTCP)
 	defer cm.Destroy()
 	set := func(v []byte) error { return cm.SetOption(id.OptionLevelIB, id.OptionIBPath, v) }
 
 	mustErrno(t, set(ibPath(good)), syscall.EINVAL) // IDLE
-	if err := cm.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(loopback, 7471), time.Second); err != nil {
+	if err := cm.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(lo4, 7471), time.Second); err != nil {
 		t.Fatal(err)
 	}
-	_ = await(t, ch, id.EventAddrResolved).Ack()
+	_ = next(t, ch, id.EventAddrResolved).Ack()
 	for _, flags := range []uint32{0, 1 | 2, good | 4} {
 		mustErrno(t, set(ibPath(flags)), syscall.EINVAL)
 	}
@@ -48,7 +48,7 @@ func TestSetIBPath(t *testing.T) {
 	if err := set(append(ibPath(0), ibPath(good)...)); err != nil {
 		t.Fatalf("IB path in ADDR_RESOLVED: %v", err)
 	}
-	_ = await(t, ch, id.EventRouteResolved).Ack()
+	_ = next(t, ch, id.EventRouteResolved).Ack()
 	if st := cm.State(); st != id.StateRouteResolved {
 		t.Fatalf("state %s after the IB path, want ROUTE_RESOLVED", st)
 	}

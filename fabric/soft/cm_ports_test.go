@@ -62,7 +62,7 @@ func freePortPair(t *testing.T) uint16 {
 			t.Fatal(err)
 		}
 		p := uint16(a.Addr().(*net.TCPAddr).Port)
-		b, err := net.Listen("tcp", netip.AddrPortFrom(loopback, p+1).String())
+		b, err := net.Listen("tcp", netip.AddrPortFrom(lo4, p+1).String())
 		_ = a.Close()
 		if err == nil {
 			_ = b.Close()
@@ -92,23 +92,23 @@ func TestConnectMovesAutoPortOffExistingConnection(t *testing.T) {
 	p := freePortPair(t)
 	dst := occupiedTuple(t, p)
 
-	srvCh := mkChan(t, nil)
+	srvCh := newChannel(t, nil)
 	lis := listenAt(t, srvCh, dst)
 	defer lis.Destroy()
 
 	f := soft.New(soft.WithName("soft-redial"))
 	soft.SetPortRange(f, int(p), int(p)+1, func(int) int { return 0 })
-	ch := mkChan(t, f)
+	ch := newChannel(t, f)
 	cm := mkID(t, ch, nil, id.PSTCP)
 	defer cm.Destroy()
-	routeTo(t, ch, cm, dst)
+	resolve(t, ch, cm, dst)
 	if got := cm.SrcPort(); got != p {
 		t.Fatalf("resolved to source port %d, want %d (the scan's first)", got, p)
 	}
 	if err := cm.Connect(&id.ConnParam{}); err != nil {
 		t.Fatalf("connect: %v", err)
 	}
-	req := await(t, srvCh, id.EventConnectRequest)
+	req := next(t, srvCh, id.EventConnectRequest)
 	child := req.ID
 	if got := child.DstPort(); got != p+1 {
 		t.Errorf("request from port %d, want %d", got, p+1)
@@ -117,36 +117,36 @@ func TestConnectMovesAutoPortOffExistingConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = req.Ack()
-	_ = await(t, ch, id.EventEstablished).Ack()
-	_ = await(t, srvCh, id.EventEstablished).Ack()
+	_ = next(t, ch, id.EventEstablished).Ack()
+	_ = next(t, srvCh, id.EventEstablished).Ack()
 	if got := cm.SrcPort(); got != p+1 {
 		t.Errorf("connected from port %d, want %d", got, p+1)
 	}
 	if err := cm.Disconnect(); err != nil {
 		t.Fatal(err)
 	}
-	_ = await(t, ch, id.EventDisconnected).Ack()
-	_ = await(t, srvCh, id.EventDisconnected).Ack()
+	_ = next(t, ch, id.EventDisconnected).Ack()
+	_ = next(t, srvCh, id.EventDisconnected).Ack()
 	_ = child.Destroy()
 }
 
 func TestConnectFromExplicitPortWithExistingConnection(t *testing.T) {
 	p := freePortPair(t)
 	dst := occupiedTuple(t, p)
-	srvCh := mkChan(t, nil)
+	srvCh := newChannel(t, nil)
 	lis := listenAt(t, srvCh, dst)
 	defer lis.Destroy()
 
-	ch := mkChan(t, nil)
-	before := fds(t)
+	ch := newChannel(t, nil)
+	before := countFDs(t)
 	cm := mkID(t, ch, nil, id.PSTCP)
-	if err := cm.Bind(netip.AddrPortFrom(loopback, p)); err != nil {
+	if err := cm.Bind(netip.AddrPortFrom(lo4, p)); err != nil {
 		t.Fatal(err)
 	}
-	routeTo(t, ch, cm, dst)
+	resolve(t, ch, cm, dst)
 	// The user chose the port: the call fails, as siw's connect does, and
 	// the id stays where it was.
-	cmErrno(t, cm.Connect(&id.ConnParam{}), syscall.EADDRNOTAVAIL)
+	mustErrno(t, cm.Connect(&id.ConnParam{}), syscall.EADDRNOTAVAIL)
 	if st := cm.State(); st != id.StateRouteResolved {
 		t.Fatalf("state %s after the failed connect, want %s", st, id.StateRouteResolved)
 	}
@@ -156,7 +156,7 @@ func TestConnectFromExplicitPortWithExistingConnection(t *testing.T) {
 	if err := cm.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	if n := fds(t); n > before {
+	if n := countFDs(t); n > before {
 		t.Fatalf("%d descriptors after destroy, %d before", n, before)
 	}
 }

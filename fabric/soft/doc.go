@@ -59,3 +59,13 @@
 // default fabric; package id imports it (through internal/fabrics), so
 // every program that uses ids has it.
 package soft
+
+// The files, by prefix: cm_ is the CM side common to both services (the
+// endpoint, its event channel, the transport interface, the port table);
+// rc_ the RC transport (the TCP connection and its MPA exchange, the
+// listener, the QP and the iWARP data path); ud_ the UD transport (SIDR,
+// the UD QP, multicast, datagram sockets); net_ what the fabric asks of
+// the host (devices, routes, neighbours, the address monitor, socket
+// helpers); loop_ the event loops that poll the sockets. mr.go and cq.go
+// are the verbs objects both services share; fabric.go the Fabric, its
+// options and registration, fabric_traffic.go its traffic counters.

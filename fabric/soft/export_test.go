@@ -1,6 +1,8 @@
 package soft
 
 import (
+	"sync"
+
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
 )
@@ -38,7 +40,12 @@ func FPDU(h iwarp.Header, payload []byte, crc bool) []byte {
 // ids, so they cannot be in package soft: package id imports this one).
 
 // connOf returns the connection of an endpoint of a soft fabric.
-func connOf(ep fabric.Endpoint) *conn { return ep.(*endpoint).conn }
+func connOf(ep fabric.Endpoint) *conn {
+	e := ep.(*endpoint)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.rc().conn
+}
 
 // ConnCRC reports whether the connection of ep negotiated MPA CRC32c.
 func ConnCRC(ep fabric.Endpoint) bool { return connOf(ep).crc }
@@ -52,7 +59,14 @@ func ConnP2PRequested(ep fabric.Endpoint) bool { return connOf(ep).req.P2P }
 
 // OnConnLoop runs fn on the loop of the connection of ep, ordered with the
 // data path's work there, and returns when it has run.
-func OnConnLoop(ep fabric.Endpoint, fn func()) { connOf(ep).l.call(fn) }
+func OnConnLoop(ep fabric.Endpoint, fn func()) {
+	c := connOf(ep)
+	c.l.call(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		fn()
+	})
+}
 
 // SendStalled reports, on the connection's loop, whether the data path of
 // ep's connection still owes the peer bytes it cannot write (EPOLLOUT
@@ -60,7 +74,11 @@ func OnConnLoop(ep fabric.Endpoint, fn func()) { connOf(ep).l.call(fn) }
 func SendStalled(ep fabric.Endpoint) bool {
 	c := connOf(ep)
 	var stalled bool
-	c.l.call(func() { stalled = c.out && c.dp != nil && c.dp.cur.kind != txNone })
+	c.l.call(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		stalled = c.out && c.dp != nil && c.dp.cur.kind != txNone
+	})
 	return stalled
 }
 
@@ -113,7 +131,10 @@ func Backlogged(ep any) int {
 		return -1
 	}
 	e.mu.Lock()
-	lis := e.lis
+	var lis *listener
+	if t := e.rc(); t != nil {
+		lis = t.lis
+	}
 	e.mu.Unlock()
 	if lis == nil {
 		return -1
@@ -132,12 +153,47 @@ func RequestPending(ep any) bool {
 		return false
 	}
 	e.mu.Lock()
-	c := e.conn
+	var c *conn
+	if t := e.rc(); t != nil {
+		c = t.conn
+	}
 	e.mu.Unlock()
 	if c == nil {
 		return false
 	}
 	pending := false
-	c.l.call(func() { pending = c.state == csReqRecv })
+	c.l.call(func() {
+		c.mu.Lock()
+		pending = c.state == csReqRecv
+		c.mu.Unlock()
+	})
 	return pending
+}
+
+// HoldLoopAfterUDSockStart makes f's loops look at their descriptors
+// after every task, and the next UD socket f attaches run its start, then
+// hold its loop in a task until release is called: work posted meanwhile
+// runs after the loop's next look, so a test can put a datagram before it.
+func HoldLoopAfterUDSockStart(f *Fabric) (release func()) {
+	f.eng.testTaskBudget = 1
+	rel := make(chan struct{})
+	f.testHookUDSockPosted = func(l *loop) {
+		f.testHookUDSockPosted = nil
+		started := make(chan struct{})
+		l.post(func() { close(started); <-rel })
+		<-started
+	}
+	var once sync.Once
+	return func() { once.Do(func() { close(rel) }) }
+}
+
+// StallLoop blocks the loop of ep's connection (with a task that holds no
+// connection's lock) until the returned function is called.
+func StallLoop(ep fabric.Endpoint) (release func()) {
+	c := connOf(ep)
+	stalled, rel := make(chan struct{}), make(chan struct{})
+	c.l.post(func() { close(stalled); <-rel })
+	<-stalled
+	var once sync.Once
+	return func() { once.Do(func() { close(rel) }) }
 }

@@ -18,12 +18,15 @@ type Fabric struct {
 	eng   engine
 	ports portTable
 	devs  deviceTable
-	mon   netmon // ADDR_CHANGE and DEVICE_REMOVAL (netmon.go)
+	mon   netmon // ADDR_CHANGE and DEVICE_REMOVAL (net_monitor.go)
 
 	// halfOpenBounds replaces the bounds of listeners' pools of
 	// connections without an MPA Request (per source, in all) when set,
-	// by tests before they listen (listener.go).
+	// by tests before they listen (rc_listener.go).
 	halfOpenBounds [2]int
+	// testHookUDSockPosted, set by tests only, runs once a new UD socket's
+	// start is posted to its loop (ep.mu held).
+	testHookUDSockPosted func(l *loop)
 }
 
 type options struct {

@@ -28,6 +28,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"unsafe"
 
 	"github.com/cmrt/cmrt/fabric"
 )
@@ -301,20 +302,36 @@ func (ep *endpoint) PD() (fabric.PD, error) {
 	return p, nil
 }
 
-// fenceDataPath waits until the loops that copy the endpoint's memory (its
-// connection's, its UD QP's, recorded when they start and kept after they
-// end) have finished their current work: a region invalidated before the
-// call is touched by none of them afterwards, since they check validity
-// right before each copy. Not on a loop goroutine.
+// fenceDataPath waits until what copies the endpoint's memory has finished
+// its current work: its RC connection (every copy to or from a region,
+// on the loop or on a poster's goroutine, holds the connection's lock) and
+// its UD QP's loop, recorded when they start and kept after they end. A
+// region invalidated before the call is touched by none of them
+// afterwards, since they check validity right before each copy. Not on a
+// loop goroutine, nor holding a connection's lock.
 func (ep *endpoint) fenceDataPath() {
 	ep.mu.Lock()
-	ls := ep.copiers
+	c, l := ep.copyConn, ep.copyLoop
 	ep.mu.Unlock()
-	nop := func() {}
-	for k, l := range ls {
-		if l != nil && (k == 0 || l != ls[0]) {
-			l.call(nop)
-		}
+	if c != nil {
+		c.mu.Lock()
+		c.mu.Unlock() // empty: a fence, not a critical section
+	}
+	if l != nil {
+		l.call(func() {})
+	}
+}
+
+// fenceConn waits until the endpoint's RC connection, if any, has finished
+// the copy it is doing: after releasePD it makes none (fenceDataPath
+// without the UD loop's round trip, which Destroy does not need).
+func (ep *endpoint) fenceConn() {
+	ep.mu.Lock()
+	c := ep.copyConn
+	ep.mu.Unlock()
+	if c != nil {
+		c.mu.Lock()
+		c.mu.Unlock() // empty: a fence, not a critical section
 	}
 }
 
@@ -326,4 +343,27 @@ func (ep *endpoint) releasePD() {
 	if p != nil {
 		p.mrs.close()
 	}
+}
+
+// sliceOffset returns the offset of b within region (b must lie in it).
+func sliceOffset(b, region []byte) uint64 {
+	if len(b) == 0 || len(region) == 0 {
+		return 0
+	}
+	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(region))))
+}
+
+// sliceWithin reports whether b lies inside the memory of region (between
+// its first byte and its last), so a work request cannot name memory outside
+// the region it cites.
+func sliceWithin(b, region []byte) bool {
+	if len(b) == 0 {
+		return true
+	}
+	if len(region) == 0 {
+		return false
+	}
+	start := uintptr(unsafe.Pointer(unsafe.SliceData(region)))
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	return p >= start && p+uintptr(len(b)) <= start+uintptr(len(region))
 }

@@ -1,10 +1,15 @@
 package soft_test
 
 import (
+	"fmt"
+	"net/netip"
+	"runtime"
+	"syscall"
 	"testing"
+	"time"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
+	"github.com/cmrt/cmrt/id"
 )
 
 // TestIDPostDoesNotAllocate: posting through the librdmacm-shaped methods
@@ -27,13 +32,13 @@ func TestIDPostDoesNotAllocate(t *testing.T) {
 		if err := p.srv.id.PostRecv(1, sbuf, sm); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.cli.id.PostSend(2, cbuf, cm, fabric.SendSignaled); err != nil {
+		if err := p.cli.id.PostSend(2, cbuf, cm, id.SendSignaled); err != nil {
 			t.Fatal(err)
 		}
-		if wc, err := p.srv.id.GetRecvComp(ctx); err != nil || wc.Status != fabric.WCSuccess {
+		if wc, err := p.srv.id.GetRecvComp(ctx); err != nil || wc.Status != id.WCSuccess {
 			t.Fatalf("recv %+v %v", wc, err)
 		}
-		if wc, err := p.cli.id.GetSendComp(ctx); err != nil || wc.Status != fabric.WCSuccess {
+		if wc, err := p.cli.id.GetSendComp(ctx); err != nil || wc.Status != id.WCSuccess {
 			t.Fatalf("send %+v %v", wc, err)
 		}
 	})
@@ -41,7 +46,86 @@ func TestIDPostDoesNotAllocate(t *testing.T) {
 		t.Fatalf("%.1f allocations per post/complete round", allocs)
 	}
 	_ = p.cli.id.Disconnect()
-	p.cliCh.want(t, fabric.EventDisconnected)
-	p.srvCh.want(t, fabric.EventDisconnected)
+	p.cliCh.want(t, id.EventDisconnected)
+	p.srvCh.want(t, id.EventDisconnected)
 	p.disconnect = false
+}
+
+// TestRCCreateQPAllocatesByUse: a QP of the default depth (256) does not
+// allocate its rings up front (they took 50 KiB), yet takes exactly its
+// depth of receives; and a ring whose depth is not a multiple of its
+// allocation unit keeps posting order over several laps.
+func TestRCCreateQPAllocatesByUse(t *testing.T) {
+	t.Run("create", func(t *testing.T) {
+		f := soft.New()
+		ch := newRCChan(t, f)
+		cid, err := id.Create(ch, nil, id.PSTCP)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cid.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("127.0.0.1:9"), time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ch.want(t, id.EventAddrResolved)
+		if err := cid.ResolveRoute(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ch.want(t, id.EventRouteResolved)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
+		if err := cid.CreateQP(&id.QPInitAttr{}); err != nil {
+			t.Fatal(err)
+		}
+		runtime.ReadMemStats(&m1)
+		if d := m1.TotalAlloc - m0.TotalAlloc; d > 24<<10 {
+			t.Errorf("CreateQP allocated %d bytes", d)
+		}
+		for k := range 256 {
+			if err := cid.PostRecv(uint64(k), nil, nil); err != nil {
+				t.Fatalf("receive %d: %v", k, err)
+			}
+		}
+		if err := cid.PostRecv(256, nil, nil); !isErrno(err, syscall.ENOMEM) {
+			t.Fatalf("receive 257: %v, want ENOMEM", err)
+		}
+		_ = cid.Destroy()
+		_ = ch.src.Close()
+		quiesceFabs(t, f)
+	})
+	t.Run("laps", func(t *testing.T) {
+		const depth, laps = 20, 3
+		p := newPair(t, pairOpts{attr: id.QPInitAttr{Cap: id.QPCap{MaxSendWR: depth, MaxRecvWR: depth}}})
+		p.disconnect = true
+		defer p.close()
+		rbuf := make([]byte, depth*8)
+		rm := reg(t, p.srv, rbuf, id.AccessLocalWrite)
+		sbuf := make([]byte, depth*8)
+		sm := reg(t, p.cli, sbuf, 0)
+		for lap := range laps {
+			for k := range depth {
+				if err := p.srv.id.PostRecv(uint64(k), rbuf[k*8:k*8+8], rm); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for k := range depth {
+				copy(sbuf[k*8:], fmt.Sprintf("%03d-%04d", lap, k))
+				if err := p.cli.id.PostSend(uint64(k), sbuf[k*8:k*8+8], sm, id.SendSignaled); err != nil {
+					t.Fatalf("lap %d send %d: %v", lap, k, err)
+				}
+			}
+			for k := range depth {
+				if wc := comp(t, p.srv.qp.RecvCQ()); wc.WRID != uint64(k) || wc.Status != id.WCSuccess || wc.ByteLen != 8 {
+					t.Fatalf("lap %d receive %d: %+v", lap, k, wc)
+				}
+				if wc := comp(t, p.cli.qp.SendCQ()); wc.WRID != uint64(k) || wc.Status != id.WCSuccess {
+					t.Fatalf("lap %d send completion %d: %+v", lap, k, wc)
+				}
+			}
+			for k := range depth {
+				if got, want := string(rbuf[k*8:k*8+8]), fmt.Sprintf("%03d-%04d", lap, k); got != want {
+					t.Fatalf("lap %d slot %d: %q, want %q", lap, k, got, want)
+				}
+			}
+		}
+	})
 }

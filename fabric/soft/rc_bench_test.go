@@ -2,15 +2,18 @@ package soft_test
 
 import (
 	"context"
+	"net/netip"
 	"testing"
+	"time"
 
-	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
+	"github.com/cmrt/cmrt/id"
 )
 
 var benchSizes = []int{64, 4 << 10, 1 << 20}
 
 // waitWC waits for one completion without allocating.
-func waitWC(cq fabric.CQ, wc []fabric.WC) fabric.WC {
+func waitWC(cq id.CQ, wc []id.WC) id.WC {
 	for cq.Poll(wc[:1]) == 0 {
 		_ = cq.Wait(context.Background())
 	}
@@ -26,38 +29,38 @@ func BenchmarkRCPingPong(b *testing.B) {
 			defer p.close()
 			p.disconnect = true
 			cbuf, sbuf := make([]byte, n), make([]byte, n)
-			cm, sm := reg(b, p.cli, cbuf, fabric.AccessLocalWrite), reg(b, p.srv, sbuf, fabric.AccessLocalWrite)
-			crecv, srecv := &fabric.RecvWR{Buf: cbuf, MR: cm}, &fabric.RecvWR{Buf: sbuf, MR: sm}
-			csend := &fabric.SendWR{Opcode: fabric.WRSend, Buf: cbuf, MR: cm}
-			ssend := &fabric.SendWR{Opcode: fabric.WRSend, Buf: sbuf, MR: sm}
+			cm, sm := reg(b, p.cli, cbuf, id.AccessLocalWrite), reg(b, p.srv, sbuf, id.AccessLocalWrite)
+			crecv, srecv := &id.RecvWR{Buf: cbuf, MR: cm}, &id.RecvWR{Buf: sbuf, MR: sm}
+			csend := &id.SendWR{Opcode: id.WRSend, Buf: cbuf, MR: cm}
+			ssend := &id.SendWR{Opcode: id.WRSend, Buf: sbuf, MR: sm}
 			_ = p.srv.qp.PostRecv(srecv)
 			done := make(chan struct{})
 			go func() { // echo
 				defer close(done)
-				var wc [1]fabric.WC
+				var wc [1]id.WC
 				for {
-					if w := waitWC(p.srv.qp.RecvCQ(), wc[:]); w.Status != fabric.WCSuccess {
+					if w := waitWC(p.srv.qp.RecvCQ(), wc[:]); w.Status != id.WCSuccess {
 						return
 					}
 					_ = p.srv.qp.PostRecv(srecv)
 					_ = p.srv.qp.PostSend(ssend)
 				}
 			}()
-			var wc [1]fabric.WC
+			var wc [1]id.WC
 			b.SetBytes(int64(2 * n))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for k := 0; k < b.N; k++ {
 				_ = p.cli.qp.PostRecv(crecv)
 				_ = p.cli.qp.PostSend(csend)
-				if w := waitWC(p.cli.qp.RecvCQ(), wc[:]); w.Status != fabric.WCSuccess {
+				if w := waitWC(p.cli.qp.RecvCQ(), wc[:]); w.Status != id.WCSuccess {
 					b.Fatalf("%+v", w)
 				}
 			}
 			b.StopTimer()
 			_ = p.cli.id.Disconnect()
-			p.cliCh.want(b, fabric.EventDisconnected)
-			p.srvCh.want(b, fabric.EventDisconnected)
+			p.cliCh.want(b, id.EventDisconnected)
+			p.srvCh.want(b, id.EventDisconnected)
 			p.disconnect = false
 			<-done
 		})
@@ -71,30 +74,30 @@ func BenchmarkRCStream(b *testing.B) {
 	const batch = 128
 	for _, n := range benchSizes {
 		b.Run(sizeName(n), func(b *testing.B) {
-			attr := fabric.QPInitAttr{Cap: fabric.QPCap{MaxSendWR: 2 * batch, MaxRecvWR: 2 * batch}}
+			attr := id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 2 * batch, MaxRecvWR: 2 * batch}}
 			p := newPair(b, pairOpts{attr: attr})
 			defer p.close()
 			p.disconnect = true
 			sbuf := make([]byte, n)
 			cm := reg(b, p.cli, sbuf, 0)
 			rbufs := make([]byte, 2*batch*n)
-			sm := reg(b, p.srv, rbufs, fabric.AccessLocalWrite)
-			recvs := make([]fabric.RecvWR, 2*batch)
+			sm := reg(b, p.srv, rbufs, id.AccessLocalWrite)
+			recvs := make([]id.RecvWR, 2*batch)
 			for k := range recvs {
-				recvs[k] = fabric.RecvWR{WRID: uint64(k), Buf: rbufs[k*n : (k+1)*n], MR: sm}
+				recvs[k] = id.RecvWR{WRID: uint64(k), Buf: rbufs[k*n : (k+1)*n], MR: sm}
 				_ = p.srv.qp.PostRecv(&recvs[k])
 			}
-			credit := &fabric.SendWR{Opcode: fabric.WRSend}
-			creditRecv := &fabric.RecvWR{}
-			send := &fabric.SendWR{Opcode: fabric.WRSend, Buf: sbuf, MR: cm}
+			credit := &id.SendWR{Opcode: id.WRSend}
+			creditRecv := &id.RecvWR{}
+			send := &id.SendWR{Opcode: id.WRSend, Buf: sbuf, MR: cm}
 			total := (b.N + batch - 1) / batch * batch
 			done := make(chan struct{})
 			go func() {
 				defer close(done)
-				var wc [1]fabric.WC
+				var wc [1]id.WC
 				for got := 0; got < total; {
 					w := waitWC(p.srv.qp.RecvCQ(), wc[:])
-					if w.Status != fabric.WCSuccess {
+					if w.Status != id.WCSuccess {
 						return
 					}
 					_ = p.srv.qp.PostRecv(&recvs[w.WRID])
@@ -106,13 +109,13 @@ func BenchmarkRCStream(b *testing.B) {
 			for k := 0; k < 2; k++ {
 				_ = p.cli.qp.PostRecv(creditRecv)
 			}
-			var wc [1]fabric.WC
+			var wc [1]id.WC
 			b.SetBytes(int64(n))
 			b.ReportAllocs()
 			b.ResetTimer()
 			for sent := 0; sent < total; sent += batch {
 				if sent >= 2*batch {
-					if w := waitWC(p.cli.qp.RecvCQ(), wc[:]); w.Status != fabric.WCSuccess {
+					if w := waitWC(p.cli.qp.RecvCQ(), wc[:]); w.Status != id.WCSuccess {
 						b.Fatalf("%+v", w)
 					}
 					_ = p.cli.qp.PostRecv(creditRecv)
@@ -129,4 +132,35 @@ func BenchmarkRCStream(b *testing.B) {
 			b.StopTimer()
 		})
 	}
+}
+
+// BenchmarkRCCreateQP measures CreateQP and DestroyQP of a QP of the
+// default depth on a route-resolved id (cmtime's create qp step).
+func BenchmarkRCCreateQP(b *testing.B) {
+	f := soft.New()
+	ch := newRCChan(b, f)
+	cid, err := id.Create(ch, nil, id.PSTCP)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cid.ResolveAddr(netip.AddrPort{}, netip.MustParseAddrPort("127.0.0.1:9"), time.Second); err != nil {
+		b.Fatal(err)
+	}
+	ch.want(b, id.EventAddrResolved)
+	if err := cid.ResolveRoute(time.Second); err != nil {
+		b.Fatal(err)
+	}
+	ch.want(b, id.EventRouteResolved)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := cid.CreateQP(&id.QPInitAttr{}); err != nil {
+			b.Fatal(err)
+		}
+		if err := cid.DestroyQP(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = cid.Destroy()
+	_ = ch.src.Close()
+	quiesceFabs(b, f)
 }

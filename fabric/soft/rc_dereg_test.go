@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/iwarp"
@@ -31,7 +30,7 @@ type stallPeer struct {
 	e   *rcEnd
 	c   *net.TCPConn
 	buf []byte
-	m   fabric.MR
+	m   id.MR
 }
 
 const markerByte = 0xA5
@@ -39,9 +38,12 @@ const markerByte = 0xA5
 // termLocalWant is the Terminate of a stream cut for a local reason.
 var termLocalWant = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeCatastrophic, ECode: iwarp.RDMAPECodeUnspecified}
 
-func newStallPeer(t *testing.T, size int, access fabric.Access) *stallPeer {
+func newStallPeer(t *testing.T, size int, access id.Access) *stallPeer {
 	t.Helper()
-	s := &stallPeer{f: soft.New(), buf: make([]byte, size)}
+	// The stream's last bytes (a Terminate) wait behind the stalled window
+	// until the test has filled 16 MiB with markers and drains: under -race
+	// on a loaded machine that outlasts the default 2 s linger.
+	s := &stallPeer{f: soft.New(soft.WithLinger(time.Minute)), buf: make([]byte, size)}
 	s.ch = newRCChan(t, s.f)
 	s.lis = listen(t, s.ch)
 	d := net.Dialer{Control: func(_, _ string, rc syscall.RawConn) error {
@@ -58,10 +60,10 @@ func newStallPeer(t *testing.T, size int, access fabric.Access) *stallPeer {
 	if _, err := s.c.Write(req); err != nil {
 		t.Fatal(err)
 	}
-	s.e = acceptNext(t, s.ch, fabric.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
+	s.e = acceptNext(t, s.ch, id.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
 		s.m = reg(tb, e, s.buf, access)
 	})
-	s.ch.want(t, fabric.EventEstablished)
+	s.ch.want(t, id.EventEstablished)
 	if _, extra := readMPA(t, s.c); len(extra) > 0 {
 		t.Fatalf("%d bytes glued to the MPA Reply", len(extra))
 	}
@@ -129,7 +131,7 @@ func TestRCNoReadAfterRelease(t *testing.T) {
 	const size = 16 << 20
 	for _, how := range []string{"dereg", "destroy-qp"} {
 		t.Run(how, func(t *testing.T) {
-			s := newStallPeer(t, size, fabric.AccessRemoteRead)
+			s := newStallPeer(t, size, id.AccessRemoteRead)
 			defer s.close(t)
 			rr := soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1,
 				Read: iwarp.ReadRequest{SinkSTag: 0x4242, Size: size, SrcSTag: s.m.RKey(), SrcTO: s.m.Addr()}}, nil, false)
@@ -163,7 +165,7 @@ func TestRCNoReadAfterRelease(t *testing.T) {
 			if term == nil || term.Layer != want.Layer || term.EType != want.EType || term.ECode != want.ECode {
 				t.Fatalf("Terminate %+v, want %+v", term, want)
 			}
-			s.ch.want(t, fabric.EventDisconnected)
+			s.ch.want(t, id.EventDisconnected)
 			t.Logf("%d of %d bytes read before %s", n, size, how)
 		})
 	}
@@ -175,11 +177,11 @@ func TestRCNoReadAfterRelease(t *testing.T) {
 // the stream ends with a Terminate.
 func TestRCNoSendAfterDereg(t *testing.T) {
 	const size = 16 << 20
-	for _, op := range []fabric.WROpcode{fabric.WRSend, fabric.WRWrite} {
+	for _, op := range []id.WROpcode{id.WRSend, id.WRWrite} {
 		t.Run(fmt.Sprint(op), func(t *testing.T) {
-			s := newStallPeer(t, size, fabric.AccessLocalWrite)
+			s := newStallPeer(t, size, id.AccessLocalWrite)
 			defer s.close(t)
-			wr := fabric.SendWR{WRID: 7, Opcode: op, Flags: fabric.SendSignaled, Buf: s.buf, MR: s.m, RKey: 0x4242}
+			wr := id.SendWR{WRID: 7, Opcode: op, Flags: id.SendSignaled, Buf: s.buf, MR: s.m, RKey: 0x4242}
 			if err := s.e.qp.PostSend(&wr); err != nil {
 				t.Fatal(err)
 			}
@@ -200,10 +202,10 @@ func TestRCNoSendAfterDereg(t *testing.T) {
 			if term == nil || term.Layer != termLocalWant.Layer || term.EType != termLocalWant.EType || term.ECode != termLocalWant.ECode {
 				t.Fatalf("Terminate %+v, want %+v", term, termLocalWant)
 			}
-			if wc := comp(t, s.e.qp.SendCQ()); wc.WRID != 7 || wc.Status != fabric.WCLocProtErr {
+			if wc := comp(t, s.e.qp.SendCQ()); wc.WRID != 7 || wc.Status != id.WCLocProtErr {
 				t.Fatalf("completion %+v, want a local protection error", wc)
 			}
-			s.ch.want(t, fabric.EventDisconnected)
+			s.ch.want(t, id.EventDisconnected)
 		})
 	}
 }
@@ -215,7 +217,7 @@ func TestRCNoWriteAfterRelease(t *testing.T) {
 	const size = 64 << 10
 	for _, how := range []string{"dereg", "destroy-qp"} {
 		t.Run(how, func(t *testing.T) {
-			s := newStallPeer(t, size, fabric.AccessLocalWrite|fabric.AccessRemoteWrite)
+			s := newStallPeer(t, size, id.AccessLocalWrite|id.AccessRemoteWrite)
 			defer s.close(t)
 			first := bytes.Repeat([]byte{'w'}, 1024)
 			seg := soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, STag: s.m.RKey(), TO: s.m.Addr()}, first, false)
@@ -255,7 +257,7 @@ func TestRCNoWriteAfterRelease(t *testing.T) {
 			if term == nil {
 				t.Fatal("no Terminate")
 			}
-			s.ch.want(t, fabric.EventDisconnected)
+			s.ch.want(t, id.EventDisconnected)
 		})
 	}
 }

@@ -51,7 +51,7 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 	if c.gen, err = l.register(c.fd, poll.In|poll.RDHup, c); err != nil {
 		tb.Fatal(err)
 	}
-	x, err := ep.createRCQP(&fabric.QPInitAttr{Cap: fabric.QPCap{MaxRecvWR: 4}})
+	x, err := ep.tp.createQP(&fabric.QPInitAttr{Cap: fabric.QPCap{MaxRecvWR: 4}})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,12 +1,13 @@
 package soft_test
 
 import (
-	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/netip"
-	"syscall"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/iwarp"
 )
 
 // rcChan is a bare event channel over a fabric source: the RC tests read
@@ -34,7 +36,7 @@ func newRCChan(t testing.TB, f *soft.Fabric) *rcChan {
 
 // rcEvent is what tests keep of an event (the event itself is acked).
 type rcEvent struct {
-	Type   fabric.EventType
+	Type   id.EventType
 	ID     *id.ID
 	Status int
 }
@@ -53,7 +55,7 @@ func (c *rcChan) nextEv(d time.Duration) (rcEvent, bool) {
 }
 
 // want returns the next event, failing unless it has type t.
-func (c *rcChan) want(tb testing.TB, t fabric.EventType) rcEvent {
+func (c *rcChan) want(tb testing.TB, t id.EventType) rcEvent {
 	tb.Helper()
 	ev, ok := c.nextEv(10 * time.Second)
 	if !ok {
@@ -76,14 +78,14 @@ func (c *rcChan) none(tb testing.TB, d time.Duration) {
 // rcEnd is one side of a test connection.
 type rcEnd struct {
 	id *id.ID
-	qp fabric.QP
+	qp id.QP
 }
 
 // pairOpts configures rcPair.
 type pairOpts struct {
 	srvFab, cliFab *soft.Fabric
-	attr           fabric.QPInitAttr
-	param          *fabric.ConnParam             // client's; nil: IRD/ORD 4
+	attr           id.QPInitAttr
+	param          *id.ConnParam                 // client's; nil: IRD/ORD 4
 	prepSrv        func(tb testing.TB, e *rcEnd) // after CreateQP, before accept
 	prepCli        func(tb testing.TB, e *rcEnd) // after CreateQP, before connect
 }
@@ -102,7 +104,7 @@ type rcPair struct {
 
 func listen(tb testing.TB, ch *rcChan) *id.ID {
 	tb.Helper()
-	lis, err := id.Create(ch, nil, fabric.PSTCP)
+	lis, err := id.Create(ch, nil, id.PSTCP)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -117,20 +119,20 @@ func listen(tb testing.TB, ch *rcChan) *id.ID {
 
 // dial connects a new client id on ch to the listener's port, calling prep
 // between CreateQP and Connect. It waits for ROUTE_RESOLVED only.
-func dial(tb testing.TB, ch *rcChan, port uint16, attr fabric.QPInitAttr, param *fabric.ConnParam, prep func(testing.TB, *rcEnd)) *rcEnd {
+func dial(tb testing.TB, ch *rcChan, port uint16, attr id.QPInitAttr, param *id.ConnParam, prep func(testing.TB, *rcEnd)) *rcEnd {
 	tb.Helper()
-	cid, err := id.Create(ch, nil, fabric.PSTCP)
+	cid, err := id.Create(ch, nil, id.PSTCP)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	if err := cid.ResolveAddr(netip.AddrPort{}, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port), time.Second); err != nil {
 		tb.Fatal(err)
 	}
-	ch.want(tb, fabric.EventAddrResolved)
+	ch.want(tb, id.EventAddrResolved)
 	if err := cid.ResolveRoute(time.Second); err != nil {
 		tb.Fatal(err)
 	}
-	ch.want(tb, fabric.EventRouteResolved)
+	ch.want(tb, id.EventRouteResolved)
 	if err := cid.CreateQP(&attr); err != nil {
 		tb.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func dial(tb testing.TB, ch *rcChan, port uint16, attr fabric.QPInitAttr, param 
 		prep(tb, e)
 	}
 	if param == nil {
-		param = &fabric.ConnParam{ResponderResources: 4, InitiatorDepth: 4}
+		param = &id.ConnParam{ResponderResources: 4, InitiatorDepth: 4}
 	}
 	if err := cid.Connect(param); err != nil {
 		tb.Fatal(err)
@@ -149,9 +151,9 @@ func dial(tb testing.TB, ch *rcChan, port uint16, attr fabric.QPInitAttr, param 
 
 // acceptNext takes the next CONNECT_REQUEST on ch, creates the QP, runs
 // prep and accepts.
-func acceptNext(tb testing.TB, ch *rcChan, attr fabric.QPInitAttr, prep func(testing.TB, *rcEnd)) *rcEnd {
+func acceptNext(tb testing.TB, ch *rcChan, attr id.QPInitAttr, prep func(testing.TB, *rcEnd)) *rcEnd {
 	tb.Helper()
-	ev := ch.want(tb, fabric.EventConnectRequest)
+	ev := ch.want(tb, id.EventConnectRequest)
 	if err := ev.ID.CreateQP(&attr); err != nil {
 		tb.Fatal(err)
 	}
@@ -178,8 +180,8 @@ func newPair(tb testing.TB, o pairOpts) *rcPair {
 	p.lis = listen(tb, p.srvCh)
 	p.cli = dial(tb, p.cliCh, p.lis.LocalAddr().Port(), o.attr, o.param, o.prepCli)
 	p.srv = acceptNext(tb, p.srvCh, o.attr, o.prepSrv)
-	p.srvCh.want(tb, fabric.EventEstablished)
-	p.cliCh.want(tb, fabric.EventEstablished)
+	p.srvCh.want(tb, id.EventEstablished)
+	p.cliCh.want(tb, id.EventEstablished)
 	return p
 }
 
@@ -190,8 +192,8 @@ func (p *rcPair) close() {
 	tb.Helper()
 	if p.disconnect {
 		_ = p.cli.id.Disconnect()
-		p.cliCh.want(tb, fabric.EventDisconnected)
-		p.srvCh.want(tb, fabric.EventDisconnected)
+		p.cliCh.want(tb, id.EventDisconnected)
+		p.srvCh.want(tb, id.EventDisconnected)
 	}
 	for _, i := range []*id.ID{p.cli.id, p.srv.id, p.lis} {
 		if err := i.Destroy(); err != nil {
@@ -215,7 +217,7 @@ func quiesceFabs(tb testing.TB, fabs ...*soft.Fabric) {
 }
 
 // reg registers a buffer or fails.
-func reg(tb testing.TB, e *rcEnd, buf []byte, a fabric.Access) fabric.MR {
+func reg(tb testing.TB, e *rcEnd, buf []byte, a id.Access) id.MR {
 	tb.Helper()
 	if len(buf) == 0 {
 		buf = make([]byte, 1)
@@ -227,14 +229,14 @@ func reg(tb testing.TB, e *rcEnd, buf []byte, a fabric.Access) fabric.MR {
 	return m
 }
 
-const rwAccess = fabric.AccessLocalWrite | fabric.AccessRemoteRead | fabric.AccessRemoteWrite
+const rwAccess = id.AccessLocalWrite | id.AccessRemoteRead | id.AccessRemoteWrite
 
 // comp waits for the next completion on cq.
-func comp(tb testing.TB, cq fabric.CQ) fabric.WC {
+func comp(tb testing.TB, cq id.CQ) id.WC {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	var wc [1]fabric.WC
+	var wc [1]id.WC
 	for {
 		if cq.Poll(wc[:]) == 1 {
 			return wc[0]
@@ -246,34 +248,12 @@ func comp(tb testing.TB, cq fabric.CQ) fabric.WC {
 }
 
 // wantWC checks a completion's status and opcode.
-func wantWC(tb testing.TB, wc fabric.WC, st fabric.WCStatus, op fabric.WCOpcode) {
+func wantWC(tb testing.TB, wc id.WC, st id.WCStatus, op id.WCOpcode) {
 	tb.Helper()
 	if wc.Status != st || wc.Opcode != op {
 		tb.Fatalf("completion %+v: status %s opcode %d, want %s %d", wc, wc.Status, wc.Opcode, st, op)
 	}
 }
-
-// pattern fills a buffer with a recognisable sequence.
-func pattern(n int, seed byte) []byte {
-	b := make([]byte, n)
-	for k := range b {
-		b[k] = byte(k*7+k>>8) ^ seed
-	}
-	return b
-}
-
-func sameBytes(tb testing.TB, got, want []byte) {
-	tb.Helper()
-	if !bytes.Equal(got, want) {
-		k := 0
-		for k < len(got) && k < len(want) && got[k] == want[k] {
-			k++
-		}
-		tb.Fatalf("content differs at byte %d of %d/%d", k, len(got), len(want))
-	}
-}
-
-func isErrno(err error, e syscall.Errno) bool { return errors.Is(err, e) }
 
 func sizeName(n int) string {
 	switch {
@@ -283,4 +263,62 @@ func sizeName(n int) string {
 		return fmt.Sprintf("%dKiB", n>>10)
 	}
 	return fmt.Sprintf("%dB", n)
+}
+
+// recrc recomputes the CRC of a whole, hand-edited FPDU.
+func recrc(b []byte, crc bool) []byte {
+	if crc {
+		n := len(b) - iwarp.CRCLen
+		binary.LittleEndian.PutUint32(b[n:], iwarp.CRC32c(b[:n]))
+	}
+	return b
+}
+
+// rawULPDU wraps arbitrary ULPDU bytes into an FPDU.
+func rawULPDU(u []byte, crc bool) []byte {
+	b, _ := iwarp.AppendFPDU(nil, nil, u, crc)
+	return b
+}
+
+// readMPA reads one MPA frame from a raw peer connection; extra bytes
+// that came with it are returned too.
+func readMPA(tb testing.TB, c net.Conn) (iwarp.MPAFrame, []byte) {
+	tb.Helper()
+	var buf []byte
+	var tmp [512]byte
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	for {
+		var f iwarp.MPAFrame
+		n, err := iwarp.ParseMPA(buf, &f)
+		if err == nil {
+			f.PrivateData = append([]byte(nil), f.PrivateData...)
+			return f, buf[n:]
+		}
+		if !errors.Is(err, iwarp.ErrShort) {
+			tb.Fatalf("MPA frame: %v", err)
+		}
+		k, err := c.Read(tmp[:])
+		if err != nil {
+			tb.Fatalf("reading the MPA frame: %v", err)
+		}
+		buf = append(buf, tmp[:k]...)
+	}
+}
+
+// readAll reads until EOF (or an error) and returns the FPDUs' ULPDUs.
+func readULPDUs(tb testing.TB, c net.Conn, crc bool, pre []byte) [][]byte {
+	tb.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	rest, _ := io.ReadAll(c)
+	b := append(pre, rest...)
+	var out [][]byte
+	for len(b) > 0 {
+		u, n, err := iwarp.ParseFPDU(b, crc)
+		if err != nil {
+			tb.Fatalf("FPDU from the fabric: %v (%x)", err, b)
+		}
+		out = append(out, append([]byte(nil), u...))
+		b = b[n:]
+	}
+	return out
 }

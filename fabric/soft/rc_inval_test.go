@@ -4,8 +4,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
+	"github.com/cmrt/cmrt/id"
 )
 
 // TestRCSendWithInvalidate: a Send with Invalidate is received like a Send,
@@ -17,9 +17,9 @@ import (
 func TestRCSendWithInvalidate(t *testing.T) {
 	for _, solicited := range []bool{false, true} {
 		name := "send-inv"
-		flags := fabric.SendSignaled
+		flags := id.SendSignaled
 		if solicited {
-			name, flags = "send-se-inv", flags|fabric.SendSolicited
+			name, flags = "send-se-inv", flags|id.SendSolicited
 		}
 		t.Run(name, func(t *testing.T) {
 			p := newPair(t, pairOpts{})
@@ -28,24 +28,24 @@ func TestRCSendWithInvalidate(t *testing.T) {
 			tm := reg(t, p.srv, target, rwAccess)
 			// Readable before the invalidation.
 			got := make([]byte, 64)
-			gm := reg(t, p.cli, got, fabric.AccessLocalWrite)
-			if err := p.cli.id.PostRead(1, got, gm, fabric.SendSignaled, tm.Addr(), tm.RKey()); err != nil {
+			gm := reg(t, p.cli, got, id.AccessLocalWrite)
+			if err := p.cli.id.PostRead(1, got, gm, id.SendSignaled, tm.Addr(), tm.RKey()); err != nil {
 				t.Fatal(err)
 			}
-			wantWC(t, comp(t, p.cli.qp.SendCQ()), fabric.WCSuccess, fabric.WCRDMARead)
+			wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCSuccess, id.WCRDMARead)
 			sameBytes(t, got, target)
 
 			rbuf := make([]byte, 16)
-			if err := p.srv.id.PostRecv(7, rbuf, reg(t, p.srv, rbuf, fabric.AccessLocalWrite)); err != nil {
+			if err := p.srv.id.PostRecv(7, rbuf, reg(t, p.srv, rbuf, id.AccessLocalWrite)); err != nil {
 				t.Fatal(err)
 			}
 			msg := []byte("done with it")
 			if err := p.cli.id.PostSendWithInv(2, msg, reg(t, p.cli, msg, 0), flags, tm.RKey()); err != nil {
 				t.Fatal(err)
 			}
-			wantWC(t, comp(t, p.cli.qp.SendCQ()), fabric.WCSuccess, fabric.WCSend)
+			wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCSuccess, id.WCSend)
 			wc := comp(t, p.srv.qp.RecvCQ())
-			wantWC(t, wc, fabric.WCSuccess, fabric.WCRecv)
+			wantWC(t, wc, id.WCSuccess, id.WCRecv)
 			if wc.WRID != 7 || int(wc.ByteLen) != len(msg) || !wc.Invalidated || wc.InvalidatedRKey != tm.RKey() ||
 				wc.Solicited != solicited {
 				t.Fatalf("receive %+v, want %d bytes, invalidated rkey %#x, solicited %v", wc, len(msg), tm.RKey(), solicited)
@@ -53,19 +53,19 @@ func TestRCSendWithInvalidate(t *testing.T) {
 			sameBytes(t, rbuf[:len(msg)], msg)
 
 			// Local use of the invalidated region fails in its completion.
-			if err := p.srv.qp.PostSend(&fabric.SendWR{WRID: 8, Opcode: fabric.WRSend, Flags: fabric.SendSignaled, Buf: target, MR: tm}); err != nil {
+			if err := p.srv.qp.PostSend(&id.SendWR{WRID: 8, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: target, MR: tm}); err != nil {
 				t.Fatal(err)
 			}
-			if wc := comp(t, p.srv.qp.SendCQ()); wc.WRID != 8 || wc.Status != fabric.WCLocProtErr {
+			if wc := comp(t, p.srv.qp.SendCQ()); wc.WRID != 8 || wc.Status != id.WCLocProtErr {
 				t.Fatalf("send from the invalidated region: %+v, want a local protection error", wc)
 			}
 			// Remote use: the Read fails and the stream is terminated.
-			if err := p.cli.id.PostRead(3, got, gm, fabric.SendSignaled, tm.Addr(), tm.RKey()); err != nil {
+			if err := p.cli.id.PostRead(3, got, gm, id.SendSignaled, tm.Addr(), tm.RKey()); err != nil {
 				t.Fatal(err)
 			}
-			wantWC(t, comp(t, p.cli.qp.SendCQ()), fabric.WCRemAccessErr, fabric.WCRDMARead)
-			p.srvCh.want(t, fabric.EventDisconnected)
-			p.cliCh.want(t, fabric.EventDisconnected)
+			wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCRemAccessErr, id.WCRDMARead)
+			p.srvCh.want(t, id.EventDisconnected)
+			p.cliCh.want(t, id.EventDisconnected)
 			// Still registered: deregistered once.
 			if err := p.srv.qp.DeregMR(tm); err != nil {
 				t.Fatalf("dereg of the invalidated region: %v", err)
@@ -91,15 +91,15 @@ func TestRCSendWithInvalidate(t *testing.T) {
 		if err := p.srv.id.PostRecv(7, rbuf, rm); err != nil {
 			t.Fatal(err)
 		}
-		if err := p.cli.id.PostSendWithInv(2, nil, nil, fabric.SendSignaled, rm.RKey()); err != nil {
+		if err := p.cli.id.PostSendWithInv(2, nil, nil, id.SendSignaled, rm.RKey()); err != nil {
 			t.Fatal(err)
 		}
 		wc := comp(t, p.srv.qp.RecvCQ())
-		if wc.WRID != 7 || wc.Status != fabric.WCRemInvReqErr || wc.Invalidated {
+		if wc.WRID != 7 || wc.Status != id.WCRemInvReqErr || wc.Invalidated {
 			t.Fatalf("receive %+v, want a remote invalid request error", wc)
 		}
-		p.srvCh.want(t, fabric.EventDisconnected)
-		p.cliCh.want(t, fabric.EventDisconnected)
+		p.srvCh.want(t, id.EventDisconnected)
+		p.cliCh.want(t, id.EventDisconnected)
 		if !soft.MRValid(rm) {
 			t.Fatal("the peer invalidated a local-only region")
 		}
@@ -111,20 +111,20 @@ func TestRCSendWithInvalidate(t *testing.T) {
 		tm := reg(t, p.srv, make([]byte, 8), rwAccess)
 		for _, wrid := range []uint64{7, 8} {
 			buf := make([]byte, 8)
-			if err := p.srv.id.PostRecv(wrid, buf, reg(t, p.srv, buf, fabric.AccessLocalWrite)); err != nil {
+			if err := p.srv.id.PostRecv(wrid, buf, reg(t, p.srv, buf, id.AccessLocalWrite)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if err := p.cli.id.PostSendWithInv(2, nil, nil, fabric.SendSignaled, tm.RKey()^0xff); err != nil {
+		if err := p.cli.id.PostSendWithInv(2, nil, nil, id.SendSignaled, tm.RKey()^0xff); err != nil {
 			t.Fatal(err)
 		}
 		wc := comp(t, p.srv.qp.RecvCQ())
-		if wc.WRID != 7 || wc.Status != fabric.WCRemInvReqErr || wc.Invalidated {
+		if wc.WRID != 7 || wc.Status != id.WCRemInvReqErr || wc.Invalidated {
 			t.Fatalf("receive %+v, want a remote invalid request error", wc)
 		}
-		wantWC(t, comp(t, p.srv.qp.RecvCQ()), fabric.WCWRFlushErr, fabric.WCRecv)
-		p.srvCh.want(t, fabric.EventDisconnected)
-		p.cliCh.want(t, fabric.EventDisconnected)
+		wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCWRFlushErr, id.WCRecv)
+		p.srvCh.want(t, id.EventDisconnected)
+		p.cliCh.want(t, id.EventDisconnected)
 		// The region named by the right key is untouched.
 		if !soft.PDHasSTag(p.srv.qp, tm.RKey()) {
 			t.Fatal("a wrong key invalidated the region")

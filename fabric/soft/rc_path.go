@@ -1,18 +1,14 @@
 package soft
 
 import (
-	"encoding/binary"
 	"errors"
-	"fmt"
-	"syscall"
+	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
-	"github.com/cmrt/cmrt/poll"
 )
 
 // Tuning of the data path.
@@ -92,26 +88,25 @@ type rxWrite struct {
 	to     uint64 // next TO expected
 }
 
-// rcWake adapts the QP's waker to the loop's pollable interface.
-type rcWake struct{ p *rcPath }
-
-func (w *rcWake) onEvents(uint32) {
-	if q := w.p.qp; q != nil {
-		q.wake.Reset()
-	}
-	w.p.pump()
-}
-
 // rcPath is the iWARP data path of a connection in RTS: the FPDU reader and
 // writer, the DDP/RDMAP state of both directions and the queues of Reads in
-// flight. It belongs to the connection's loop goroutine; user goroutines
-// reach it only through the QP's rings and waker.
+// flight. Like its connection's, its fields are guarded by c.mu. Receiving
+// happens on the loop; sending on the loop, or on the goroutine that posts
+// a send when it finds the connection idle (post).
 type rcPath struct {
 	c    *conn
 	qp   *rcQP
-	wake rcWake
-	wfd  int // the QP waker's descriptor while registered, else -1
 	dead bool
+
+	// posting is set while a poster's goroutine runs pump: what would
+	// close the connection is then left to the loop (kick).
+	posting  bool
+	bail     bool          // emit found work for the loop only: pump stops and kicks
+	kicked   atomic.Bool   // a kick task is queued or running on the loop
+	posts    atomic.Uint32 // counts posts, so a kick sees those during its pump
+	kickFn   func()        // the kick task, made once
+	lastPost atomic.Int64  // monoNow at the end of the last post: bursts go to the loop
+	burst    atomic.Int32  // posts of the current burst
 
 	crc       bool
 	maxUntag  int // payload per Send FPDU
@@ -122,8 +117,10 @@ type rcPath struct {
 	hold    bool // responder: no FPDU out before the initiator's first
 	waitRTR bool // P2P responder: ESTABLISHED when the RTR arrives
 	rtr     RTR  // P2P initiator: the RTR still to send
-	timer   *time.Timer
-	firstRx bool
+	// rtrRepeats counts the RTRs a P2P initiator repeated (repeatRTR).
+	rtrRepeats int
+	timer      *time.Timer
+	firstRx    bool
 
 	// Receive side.
 	df     iwarp.Deframer
@@ -159,8 +156,8 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 	// The Read queues grow on demand (up to IRD and ORD+1, the +1 for a Read
 	// RTR): most connections never issue a Read, and preallocating up to
 	// 129 entries each made them most of a connection's memory.
-	p := &rcPath{c: c, wfd: -1, crc: c.crc, ord: max(int(c.ord), 1), ird: max(int(c.ird), 1), rtr: rtr}
-	p.wake.p = p
+	p := &rcPath{c: c, crc: c.crc, ord: max(int(c.ord), 1), ird: max(int(c.ird), 1), rtr: rtr}
+	p.kickFn = p.runKick
 	p.df.SetCRC(c.crc)
 	for k := range p.rxMSN {
 		p.rxMSN[k], p.txMSN[k] = 1, 1
@@ -182,10 +179,42 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 			p.arm(hold, p.release)
 		}
 	}
-	if q := lookupRCQP(c.ep); q != nil {
+	if !passive && rtr != 0 {
+		p.arm(rtrRepeatDelay, p.repeatRTR)
+	}
+	if q := c.ep.rcQP(); q != nil {
 		p.attach(q)
 	} else {
 		p.pump() // the RTR goes out even before there is a QP
+	}
+}
+
+// rtrRepeatDelay is how long a P2P initiator waits for a first FPDU from
+// the responder before it sends one more zero-length Write (repeatRTR);
+// each further repeat waits twice as long, up to rtrRepeatMax repeats
+// (10, 20, 40 and 80 ms: a responder in a slow VM may take more than the
+// first 10 ms to start reading).
+const (
+	rtrRepeatDelay = 10 * time.Millisecond
+	rtrRepeatMax   = 4
+)
+
+// repeatRTR sends one more zero-length RDMA Write when the responder has
+// sent nothing since the RTR. siw's responder switches its socket to
+// waiting for the RTR only after it has written its MPA Reply: bytes that
+// arrive in between stay unread until more come, and until then the
+// responder is never established (with a server that speaks first, never
+// at all). A zero-length Write is a no-op for any responder, this fabric's
+// included.
+func (p *rcPath) repeatRTR() {
+	p.timer = nil
+	if p.firstRx || p.c.state != csRTS {
+		return
+	}
+	p.rtr = RTRWrite
+	p.pump()
+	if p.rtrRepeats++; p.rtrRepeats < rtrRepeatMax {
+		p.arm(rtrRepeatDelay<<p.rtrRepeats, p.repeatRTR)
 	}
 }
 
@@ -204,6 +233,8 @@ func (p *rcPath) arm(d time.Duration, fn func()) {
 	l := p.c.l
 	p.timer = time.AfterFunc(d, func() {
 		l.post(func() {
+			p.c.mu.Lock()
+			defer p.c.mu.Unlock()
 			if !p.dead && p.c.dp == p {
 				fn()
 			}
@@ -253,11 +284,6 @@ func (p *rcPath) attach(q *rcQP) {
 	q.state, q.path = qpRTS, p
 	q.mu.Unlock()
 	p.qp = q
-	if _, err := p.c.l.register(q.wake.Fd(), poll.In, &p.wake); err != nil {
-		p.c.f.log.Warn().Err(err).Int("fd", p.c.fd).Msg("register QP waker")
-	} else {
-		p.wfd = q.wake.Fd()
-	}
 	p.pump()
 }
 
@@ -274,7 +300,6 @@ func (p *rcPath) detachQP(q *rcQP) {
 	if !p.dead && p.busy() {
 		p.terminate(termLocal, nil, errQPDestroyed)
 	}
-	p.unregisterWake()
 	p.qp = nil
 	p.rcv, p.wr, p.rrOn = rxRecv{}, rxWrite{}, false
 	clear(p.irq)
@@ -295,13 +320,6 @@ func (p *rcPath) busy() bool {
 		p.cur.kind == txSlot || p.cur.kind == txIRQ
 }
 
-func (p *rcPath) unregisterWake() {
-	if p.wfd >= 0 {
-		p.c.l.unregister(p.wfd)
-		p.wfd = -1
-	}
-}
-
 // canSend reports whether FPDUs may be built now.
 func (p *rcPath) canSend() bool {
 	return !p.dead && !p.hold && p.c.state == csRTS
@@ -310,7 +328,83 @@ func (p *rcPath) canSend() bool {
 // writable resumes sending once the socket drained (conn.flush).
 func (p *rcPath) writable() { p.pump() }
 
-// pump writes what is built and builds more while the socket takes it.
+// Posts on a connection that follow each other (the end of one to the
+// start of the next) within burstGap are a burst: its
+// first directPosts are written by their posters, the rest by the loop,
+// which packs what is queued into large writes (one write(2) per post
+// would make a stream of small messages as slow as TCP with a write per
+// message).
+const (
+	burstGap    = 5 * time.Microsecond
+	directPosts = 2
+)
+
+// post sends what was just posted on the QP from the poster's goroutine
+// when the connection is idle: nobody holds it and the socket is not
+// waiting for room (then the loop sends it once there is). A busy
+// connection, or one in a burst of posts, gets a kick: the loop sends it
+// after what it is doing.
+func (p *rcPath) post() {
+	c := p.c
+	p.posts.Add(1)
+	if p.kicked.Load() {
+		// The loop's kick runs: it sends this post, or kicks again.
+		p.lastPost.Store(monoNow())
+		return
+	}
+	if monoNow()-p.lastPost.Load() >= int64(burstGap) {
+		p.burst.Store(0)
+	}
+	if p.burst.Add(1) > directPosts || !c.mu.TryLock() {
+		p.kick()
+		p.lastPost.Store(monoNow())
+		return
+	}
+	if c.dp == p && !p.dead && !c.out {
+		p.posting = true
+		p.pump()
+		p.posting = false
+	}
+	c.mu.Unlock()
+	p.lastPost.Store(monoNow())
+}
+
+// monoStart is the origin of monoNow.
+var monoStart = time.Now()
+
+// monoNow is a monotonic clock in nanoseconds.
+func monoNow() int64 { return int64(time.Since(monoStart)) }
+
+// kick has the loop run pump, once for any number of kicks before it runs.
+func (p *rcPath) kick() {
+	if p.kicked.Swap(true) {
+		return
+	}
+	if !p.c.l.post(p.kickFn) {
+		p.kicked.Store(false)
+	}
+}
+
+// runKick is the kick task. Posts made while it pumps leave their sending
+// to it (post sees kicked): when there were any, it kicks again, since its
+// pump may have looked at the queue before them.
+func (p *rcPath) runKick() {
+	c := p.c
+	posts := p.posts.Load()
+	c.mu.Lock()
+	if c.dp == p {
+		p.pump()
+	}
+	p.kicked.Store(false)
+	c.mu.Unlock()
+	if p.posts.Load() != posts {
+		p.kick()
+	}
+}
+
+// pump writes what is built and builds more while the socket takes it. On
+// a poster's goroutine (posting) it leaves what would end the connection,
+// a failed write or a message whose region went away, to the loop.
 func (p *rcPath) pump() {
 	c := p.c
 	for !p.dead && c.state == csRTS {
@@ -326,16 +420,26 @@ func (p *rcPath) pump() {
 				c.setOut(true)
 				return
 			case err != nil:
+				if p.posting {
+					p.kick()
+					return
+				}
 				c.peerGone(errnoOf(err))
 				return
 			}
 			p.txOff += n
+			countSent(c.fd, n)
 			p.completeSends()
 			continue
 		}
 		p.txBase += uint64(len(p.tx))
 		p.tx, p.txOff = p.tx[:0], 0
 		if !p.canSend() || !p.fill() {
+			return
+		}
+		if p.bail {
+			p.bail = false
+			p.kick()
 			return
 		}
 	}
@@ -353,7 +457,7 @@ func (p *rcPath) completeSends() {
 	w := p.written()
 	q.mu.Lock()
 	for q.sqHead < q.sqCur {
-		s := &q.sq[q.sqHead%uint64(len(q.sq))]
+		s := q.sq.at(q.sqHead)
 		st := s.status
 		if !s.done && (s.wr.Opcode == fabric.WRRead || s.endPos == 0 || s.endPos > w) {
 			break
@@ -367,7 +471,7 @@ func (p *rcPath) completeSends() {
 // not interleave them either), and reports whether it built any.
 func (p *rcPath) fill() bool {
 	built := false
-	for len(p.tx) < txBatch && !p.dead {
+	for len(p.tx) < txBatch && !p.dead && !p.bail {
 		if p.cur.kind == txNone && !p.next() {
 			break
 		}
@@ -410,7 +514,7 @@ func (p *rcPath) next() bool {
 			q.mu.Unlock()
 			return false
 		}
-		s := &q.sq[q.sqCur%uint64(len(q.sq))]
+		s := q.sq.at(q.sqCur)
 		if s.wr.Opcode == fabric.WRRead && p.orqN >= p.ord {
 			q.mu.Unlock()
 			return false
@@ -478,6 +582,10 @@ func growRing[T any](ring []T, head, n, limit int) ([]T, int) {
 func (p *rcPath) emit() {
 	m := &p.cur
 	if m.reg != nil && m.off < len(m.payload) && !m.reg.valid.Load() {
+		if p.posting {
+			p.bail = true // the Terminate is the loop's to send
+			return
+		}
 		p.sourceGone()
 		return
 	}
@@ -502,6 +610,7 @@ func (p *rcPath) emit() {
 	if !h.Last {
 		return
 	}
+	countSentMessage(p.c.fd)
 	switch m.kind {
 	case txSlot:
 		m.slot.endPos = p.txBase + uint64(len(p.tx))
@@ -527,399 +636,6 @@ func (p *rcPath) sourceGone() {
 	}
 	m.slot.done, m.slot.status = true, fabric.WCLocProtErr
 	p.terminate(termLocal, nil, errRegionGone)
-}
-
-// rx takes bytes the connection read and then reads the socket straight
-// into the deframer until it is drained or the budget is spent.
-func (p *rcPath) rx(b []byte) {
-	c := p.c
-	if _, err := p.df.Write(b); err != nil {
-		return
-	}
-	p.drain()
-	for budget := rxBudget; budget > 0 && !p.dead && c.state == csRTS; {
-		space := p.df.WriteSpace(rxChunk)
-		n, err := unix.Read(c.fd, space)
-		switch {
-		case err == unix.EINTR:
-			continue
-		case err == unix.EAGAIN:
-			return
-		case err != nil:
-			c.peerGone(errnoOf(err))
-			return
-		case n == 0:
-			c.peerGone(0)
-			return
-		}
-		_ = p.df.Commit(n)
-		p.drain()
-		budget -= n
-	}
-}
-
-// drain handles every complete FPDU buffered, then sends what they caused.
-func (p *rcPath) drain() {
-	for !p.dead && p.c.state == csRTS {
-		u, err := p.df.Next()
-		if errors.Is(err, iwarp.ErrShort) {
-			break
-		}
-		if err != nil {
-			p.terminate(iwarp.TerminateFor(err, nil), nil, err)
-			return
-		}
-		if !p.firstRx {
-			p.first()
-		}
-		p.handle(u)
-	}
-	p.pump()
-}
-
-// first handles the initiator's first FPDU on the responder: it ends the
-// hold and, in P2P mode, is the RTR that completes the connection.
-func (p *rcPath) first() {
-	p.firstRx = true
-	if !p.hold {
-		return
-	}
-	p.stopTimer()
-	p.hold = false
-	if p.waitRTR {
-		p.waitRTR = false
-		c := p.c
-		raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
-		c.ep.emit(&raw)
-	}
-}
-
-// handle processes one ULPDU.
-func (p *rcPath) handle(u []byte) {
-	h := &p.hdr
-	payload, err := iwarp.ParseULPDU(u, h)
-	if err != nil {
-		p.terminate(iwarp.TerminateFor(err, u), u, err)
-		return
-	}
-	switch h.Op {
-	case iwarp.OpSend, iwarp.OpSendInv, iwarp.OpSendSE, iwarp.OpSendSEInv:
-		p.rxSend(h, payload, u)
-	case iwarp.OpWrite:
-		p.rxWrite(h, payload, u)
-	case iwarp.OpReadRequest:
-		p.rxReadRequest(h, u)
-	case iwarp.OpReadResponse:
-		p.rxReadResponse(h, payload, u)
-	case iwarp.OpTerminate:
-		p.rxTerminate(h, payload)
-	}
-}
-
-// Terminate codes used below.
-var (
-	termUTNoBuf     = iwarp.Terminate{Layer: iwarp.LayerDDP, EType: iwarp.DDPETypeUntaggedBuf, ECode: iwarp.DDPECodeUTInvalidMSNNoBuf}
-	termUTMSNRange  = iwarp.Terminate{Layer: iwarp.LayerDDP, EType: iwarp.DDPETypeUntaggedBuf, ECode: iwarp.DDPECodeUTInvalidMSNRange}
-	termUTMO        = iwarp.Terminate{Layer: iwarp.LayerDDP, EType: iwarp.DDPETypeUntaggedBuf, ECode: iwarp.DDPECodeUTInvalidMO}
-	termTSTag       = iwarp.Terminate{Layer: iwarp.LayerDDP, EType: iwarp.DDPETypeTaggedBuf, ECode: iwarp.DDPECodeTInvalidSTag}
-	termTBounds     = iwarp.Terminate{Layer: iwarp.LayerDDP, EType: iwarp.DDPETypeTaggedBuf, ECode: iwarp.DDPECodeTBaseBounds}
-	termDDPCatastro = iwarp.Terminate{Layer: iwarp.LayerDDP, EType: iwarp.DDPETypeCatastrophic, ECode: iwarp.DDPECodeCatastrophic}
-	termIRD         = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeRemoteOperation, ECode: iwarp.RDMAPECodeCatastrophicStream}
-	// termCannotInvalidate answers a Send with Invalidate naming no region
-	// of this side that grants remote access.
-	termCannotInvalidate = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeRemoteOperation, ECode: iwarp.RDMAPECodeCannotInvalidate}
-	// termLocal ends the stream for a local reason: a message cut short by
-	// its region's deregistration, or the QP destroyed with work in flight.
-	termLocal = iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeCatastrophic, ECode: iwarp.RDMAPECodeUnspecified}
-)
-
-func termProt(code uint8) iwarp.Terminate {
-	return iwarp.Terminate{Layer: iwarp.LayerRDMAP, EType: iwarp.RDMAPETypeRemoteProtection, ECode: code}
-}
-
-// Errors behind the Terminates the data path sends, for the debug log.
-var (
-	errNoRecv           = errors.New("send with no posted receive")
-	errRecvTooSmall     = errors.New("send larger than the posted receive")
-	errMSN              = errors.New("unexpected MSN")
-	errMO               = errors.New("unexpected message offset")
-	errSTag             = errors.New("invalid STag or no access")
-	errBounds           = errors.New("tagged offset out of bounds")
-	errRegionGone       = errors.New("local region deregistered")
-	errIRD              = errors.New("more RDMA Reads than the negotiated IRD")
-	errNoRead           = errors.New("Read Response with no Read outstanding")
-	errInterleaved      = errors.New("messages of one kind interleaved")
-	errNotLast          = errors.New("multi-segment Read Request")
-	errCannotInvalidate = errors.New("Send with Invalidate names no remotely accessible region")
-	errQPDestroyed      = errors.New("QP destroyed with work in flight")
-)
-
-func (p *rcPath) rxSend(h *iwarp.Header, payload, u []byte) {
-	r := &p.rcv
-	if !r.active {
-		switch {
-		case h.MSN != p.rxMSN[iwarp.QNSend]:
-			p.terminate(termUTMSNRange, u, errMSN)
-			return
-		case h.MO != 0:
-			p.terminate(termUTMO, u, errMO)
-			return
-		case p.qp == nil || !p.qp.popRecv(r):
-			p.terminate(termUTNoBuf, u, errNoRecv)
-			return
-		}
-		r.active, r.placed, r.status = true, 0, fabric.WCSuccess
-		r.solicited = h.Op == iwarp.OpSendSE || h.Op == iwarp.OpSendSEInv
-		r.inval = h.Op == iwarp.OpSendInv || h.Op == iwarp.OpSendSEInv
-		r.invalSTag = h.InvalSTag
-	} else if h.MSN != p.rxMSN[iwarp.QNSend] {
-		p.terminate(termUTMSNRange, u, errMSN)
-		return
-	} else if h.MO != uint32(r.placed) {
-		p.terminate(termUTMO, u, errMO)
-		return
-	}
-	if len(payload) > len(r.wr.Buf)-r.placed {
-		r.status = fabric.WCLocLenErr
-		p.terminate(termUTNoBuf, u, errRecvTooSmall)
-		return
-	}
-	if len(payload) > 0 && !r.m.valid.Load() {
-		r.status = fabric.WCLocProtErr
-		p.terminate(termDDPCatastro, u, errRegionGone)
-		return
-	}
-	r.placed += copy(r.wr.Buf[r.placed:], payload)
-	if !h.Last {
-		return
-	}
-	p.rxMSN[iwarp.QNSend]++
-	r.active = false
-	wc := fabric.WC{WRID: r.wr.WRID, Status: fabric.WCSuccess, Opcode: fabric.WCRecv, ByteLen: uint32(r.placed),
-		QPNum: p.qp.num, Solicited: r.solicited}
-	if r.inval {
-		// The message is placed: invalidate the region it names, as siw
-		// does at the end of a Send with Invalidate. A region that does
-		// not exist, or that grants the peer no access (it was never the
-		// peer's to name), fails the receive and terminates the stream.
-		if !p.qp.pd.invalidate(r.invalSTag) {
-			wc.Status = fabric.WCRemInvReqErr
-			p.qp.rcq.push(wc)
-			*r = rxRecv{}
-			p.terminate(termCannotInvalidate, u, errCannotInvalidate)
-			return
-		}
-		wc.Invalidated, wc.InvalidatedRKey = true, r.invalSTag
-	}
-	p.qp.rcq.push(wc)
-	*r = rxRecv{}
-}
-
-// lookup returns the live region of the QP an STag names, or nil.
-func (p *rcPath) lookup(stag uint32) *mr {
-	if p.qp == nil {
-		return nil
-	}
-	return p.qp.pd.mrs.lookup(stag)
-}
-
-// span returns the bytes [to, to+n) of region m, if they lie within it.
-func span(m *mr, to uint64, n int) ([]byte, bool) {
-	if to < m.addr {
-		return nil, false
-	}
-	off := to - m.addr
-	if off > uint64(len(m.buf)) || uint64(n) > uint64(len(m.buf))-off {
-		return nil, false
-	}
-	return m.buf[off : off+uint64(n)], true
-}
-
-func (p *rcPath) rxWrite(h *iwarp.Header, payload, u []byte) {
-	w := &p.wr
-	if p.rrOn {
-		p.terminate(termDDPCatastro, u, errInterleaved)
-		return
-	}
-	if !w.active {
-		if len(payload) == 0 {
-			return // zero-length Writes (and RTRs) are not checked
-		}
-		m := p.lookup(h.STag)
-		if m == nil || m.access&fabric.AccessRemoteWrite == 0 {
-			p.terminate(termTSTag, u, errSTag)
-			return
-		}
-		*w = rxWrite{active: true, m: m, stag: h.STag, to: h.TO}
-	} else if h.STag != w.stag {
-		p.terminate(termTSTag, u, errSTag)
-		return
-	} else if h.TO != w.to {
-		p.terminate(termTBounds, u, errBounds)
-		return
-	}
-	if !w.m.valid.Load() {
-		p.terminate(termTSTag, u, errSTag)
-		return
-	}
-	dst, ok := span(w.m, h.TO, len(payload))
-	if !ok {
-		p.terminate(termTBounds, u, errBounds)
-		return
-	}
-	copy(dst, payload)
-	w.to += uint64(len(payload))
-	if h.Last {
-		*w = rxWrite{}
-	}
-}
-
-func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
-	switch {
-	case p.rcv.active:
-		p.terminate(termDDPCatastro, u, errInterleaved)
-		return
-	case !h.Last:
-		p.terminate(termDDPCatastro, u, errNotLast)
-		return
-	case h.MSN != p.rxMSN[iwarp.QNReadRequest]:
-		p.terminate(termUTMSNRange, u, errMSN)
-		return
-	case p.irqN >= p.ird:
-		p.terminate(termIRD, u, errIRD)
-		return
-	}
-	p.rxMSN[iwarp.QNReadRequest]++
-	r := &h.Read
-	var src []byte
-	var m *mr
-	if r.Size > 0 {
-		m = p.lookup(r.SrcSTag)
-		switch {
-		case m == nil:
-			p.terminate(termProt(iwarp.RDMAPECodeInvalidSTag), u, errSTag)
-			return
-		case m.access&fabric.AccessRemoteRead == 0:
-			p.terminate(termProt(iwarp.RDMAPECodeAccessRights), u, errSTag)
-			return
-		}
-		var ok bool
-		if src, ok = span(m, r.SrcTO, int(r.Size)); !ok {
-			p.terminate(termProt(iwarp.RDMAPECodeBaseBounds), u, errBounds)
-			return
-		}
-	}
-	if p.irqN == len(p.irq) {
-		p.irq, p.irqH = growRing(p.irq, p.irqH, p.irqN, p.ird)
-	}
-	p.irq[(p.irqH+p.irqN)%len(p.irq)] = irqEntry{sinkSTag: r.SinkSTag, sinkTO: r.SinkTO, src: src, m: m}
-	p.irqN++
-}
-
-func (p *rcPath) rxReadResponse(h *iwarp.Header, payload, u []byte) {
-	if p.wr.active {
-		p.terminate(termDDPCatastro, u, errInterleaved)
-		return
-	}
-	if !p.rrOn {
-		if p.orqN == 0 {
-			p.terminate(termDDPCatastro, u, errNoRead)
-			return
-		}
-		p.rrOn, p.rrDone = true, 0
-	}
-	e := &p.orq[p.orqH]
-	switch {
-	case h.STag != e.sinkSTag:
-		p.terminate(termTSTag, u, errSTag)
-		return
-	case h.TO != e.sinkTO+uint64(p.rrDone),
-		len(payload) > len(e.dst)-p.rrDone,
-		h.Last && p.rrDone+len(payload) != len(e.dst):
-		p.terminate(termTBounds, u, errBounds)
-		return
-	case len(payload) > 0 && !e.m.valid.Load():
-		e.slot.done, e.slot.status = true, fabric.WCLocProtErr
-		p.terminate(termTSTag, u, errRegionGone)
-		return
-	}
-	p.rrDone += copy(e.dst[p.rrDone:], payload)
-	if !h.Last {
-		return
-	}
-	if e.slot != nil {
-		e.slot.done, e.slot.status = true, fabric.WCSuccess
-	}
-	*e = orqEntry{}
-	p.orqH = (p.orqH + 1) % len(p.orq)
-	p.orqN--
-	p.rrOn = false
-	p.completeSends()
-}
-
-// termStatus is the completion status a Terminate from the peer gives the
-// Read it answers.
-func termStatus(t *iwarp.Terminate) fabric.WCStatus {
-	switch {
-	case t.Layer == iwarp.LayerRDMAP && t.EType == iwarp.RDMAPETypeRemoteProtection,
-		t.Layer == iwarp.LayerDDP && t.EType == iwarp.DDPETypeTaggedBuf:
-		return fabric.WCRemAccessErr
-	case t.Layer == iwarp.LayerRDMAP && t.EType == iwarp.RDMAPETypeRemoteOperation,
-		t.Layer == iwarp.LayerDDP && t.EType == iwarp.DDPETypeUntaggedBuf:
-		return fabric.WCRemOpErr
-	}
-	return fabric.WCGeneralErr
-}
-
-// rxTerminate handles the peer's Terminate: the oldest Read in flight gets
-// the matching error status (unless the Terminate names another message),
-// everything else is flushed, and the connection closes.
-func (p *rcPath) rxTerminate(h *iwarp.Header, attached []byte) {
-	t := h.Term
-	st := fabric.WCWRFlushErr
-	if len(attached) < iwarp.LengthFieldLen+iwarp.ControlLen ||
-		iwarp.Opcode(attached[3]&0x0f) == iwarp.OpReadRequest {
-		st = termStatus(&t)
-	}
-	p.c.f.log.Debug().Int("fd", p.c.fd).Str("layer", t.Layer.String()).Uint8("etype", t.EType).
-		Uint8("ecode", t.ECode).Msg("Terminate from the peer, closing")
-	p.abort(nil, st)
-	p.c.closeNow()
-}
-
-// terminate sends a Terminate for a protocol or protection error in u (nil
-// when there is no ULPDU) and closes the connection.
-func (p *rcPath) terminate(t iwarp.Terminate, u []byte, why error) {
-	var att []byte
-	if len(u) >= iwarp.ControlLen {
-		if hl := iwarp.Opcode(u[1] & 0x0f).HeaderLen(); hl > 0 && len(u) >= hl {
-			// A copy of the offending header, from its MPA length field.
-			att = binary.BigEndian.AppendUint16(make([]byte, 0, 2+hl), uint16(len(u)))
-			att = append(att, u[:hl]...)
-			t.M = true
-			t.D = t.Layer == iwarp.LayerDDP
-			t.R = t.Layer == iwarp.LayerRDMAP
-		}
-	}
-	p.c.f.log.Debug().Err(why).Int("fd", p.c.fd).Str("layer", t.Layer.String()).Uint8("etype", t.EType).
-		Uint8("ecode", t.ECode).Msg("protocol error, sending Terminate and closing")
-	// Keep the FPDU being written whole, drop those not started.
-	end := 0
-	for end < p.txOff {
-		end += iwarp.FPDULen(int(binary.BigEndian.Uint16(p.tx[end:])))
-	}
-	p.tx = p.tx[:end]
-	h := iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: p.txMSN[iwarp.QNTerminate], Term: t}
-	p.txMSN[iwarp.QNTerminate]++
-	hdr, _ := iwarp.AppendHeader(p.scratch[:0], &h)
-	p.tx, _ = iwarp.AppendFPDU(p.tx, hdr, att, p.crc)
-	out := p.tx[p.txOff:]
-	p.abort(why, fabric.WCWRFlushErr)
-	c := p.c
-	if c.state == csRTS {
-		c.write(out)
-		c.finishClose()
-	}
 }
 
 // abort ends the data path after an error: outstanding work requests
@@ -949,7 +665,6 @@ func (p *rcPath) shutdown() {
 	}
 	p.dead = true
 	p.stopTimer()
-	p.unregisterWake()
 	if q := p.qp; q != nil {
 		if r := &p.rcv; r.active {
 			st := r.status
@@ -970,55 +685,7 @@ func (c *conn) closeDataPath() {
 		c.dp.shutdown()
 		return
 	}
-	if q := lookupRCQP(c.ep); q != nil {
+	if q := c.ep.rcQP(); q != nil {
 		q.fail(0)
 	}
-}
-
-// offerP2P asks for peer-to-peer mode in an MPA Request when the fabric is
-// configured for it.
-func (c *conn) offerP2P(f *iwarp.MPAFrame) {
-	if rtr := c.f.opts.rc.p2p; rtr != 0 {
-		f.P2P, f.WriteRTR, f.ReadRTR = true, rtr&RTRWrite != 0, rtr&RTRRead != 0
-	}
-}
-
-// replyRTR answers a P2P request in the MPA Reply r as siw does: a Write
-// RTR when offered, else a Read RTR, else Write. It reports whether P2P is
-// in effect.
-func (c *conn) replyRTR(r *iwarp.MPAFrame) bool {
-	if !c.req.HasIRDORD() || !c.req.P2P {
-		return false
-	}
-	r.P2P = true
-	if !c.req.WriteRTR && c.req.ReadRTR {
-		r.ReadRTR = true
-	} else {
-		r.WriteRTR = true
-	}
-	return true
-}
-
-// chosenRTR is the RTR an initiator sends after the Reply f: none when it
-// did not ask for P2P or the responder declined, and an error when the
-// responder chose a type it did not offer.
-func (c *conn) chosenRTR(f *iwarp.MPAFrame) (RTR, error) {
-	if !c.req.P2P || !f.HasIRDORD() || !f.P2P {
-		return 0, nil
-	}
-	switch {
-	case f.WriteRTR && c.req.WriteRTR:
-		return RTRWrite, nil
-	case f.ReadRTR && c.req.ReadRTR:
-		return RTRRead, nil
-	}
-	return 0, fmt.Errorf("soft: the responder chose an RTR not offered: %w", syscall.EPROTO)
-}
-
-// sliceOffset returns the offset of b within region (b must lie in it).
-func sliceOffset(b, region []byte) uint64 {
-	if len(b) == 0 || len(region) == 0 {
-		return 0
-	}
-	return uint64(uintptr(unsafe.Pointer(unsafe.SliceData(b))) - uintptr(unsafe.Pointer(unsafe.SliceData(region))))
 }

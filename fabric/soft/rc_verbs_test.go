@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
@@ -22,7 +21,7 @@ func TestCreateQPNeedsDevice(t *testing.T) {
 	f := soft.New()
 	ch := newRCChan(t, f)
 	defer func() { _ = ch.src.Close(); quiesceFabs(t, f) }()
-	for _, ps := range []fabric.PortSpace{fabric.PSTCP, fabric.PSUDP} {
+	for _, ps := range []id.PortSpace{id.PSTCP, id.PSUDP} {
 		i, err := id.Create(ch, nil, ps)
 		if err != nil {
 			t.Fatal(err)
@@ -63,14 +62,14 @@ func TestCreateQPNeedsDevice(t *testing.T) {
 // the id is bound, and a region survives DestroyQP + CreateQP, usable by
 // the new QP and reachable by the peer. After Destroy the domain is gone.
 func TestPDOutlivesQP(t *testing.T) {
-	var early fabric.MR
+	var early id.MR
 	earlyBuf := make([]byte, 16)
 	p := newPair(t, pairOpts{})
 	p.disconnect = true
 	defer p.close()
 
 	// Before CreateQP, on a bound id.
-	i, err := id.Create(p.cliCh, nil, fabric.PSTCP)
+	i, err := id.Create(p.cliCh, nil, id.PSTCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +111,11 @@ func TestPDOutlivesQP(t *testing.T) {
 	if err := p.srv.id.PostRecv(3, rbuf, rm); err != nil {
 		t.Fatalf("PostRecv with a region of the destroyed QP's id: %v", err)
 	}
-	if err := p.cli.id.PostSend(4, []byte("after"), nil, fabric.SendInline|fabric.SendSignaled); err != nil {
+	if err := p.cli.id.PostSend(4, []byte("after"), nil, id.SendInline|id.SendSignaled); err != nil {
 		t.Fatal(err)
 	}
-	wantWC(t, comp(t, p.cli.qp.SendCQ()), fabric.WCSuccess, fabric.WCSend)
-	wantWC(t, comp(t, p.srv.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
+	wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCSuccess, id.WCSend)
+	wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
 	if string(rbuf[:5]) != "after" {
 		t.Fatalf("received %q", rbuf[:5])
 	}
@@ -125,10 +124,10 @@ func TestPDOutlivesQP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cli.id.PostRead(5, got, gm, fabric.SendSignaled, tm.Addr(), tm.RKey()); err != nil {
+	if err := p.cli.id.PostRead(5, got, gm, id.SendSignaled, tm.Addr(), tm.RKey()); err != nil {
 		t.Fatal(err)
 	}
-	wantWC(t, comp(t, p.cli.qp.SendCQ()), fabric.WCSuccess, fabric.WCRDMARead)
+	wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCSuccess, id.WCRDMARead)
 	sameBytes(t, got, target)
 	if err := p.srv.id.DeregMR(tm); err != nil {
 		t.Fatal(err)
@@ -145,10 +144,10 @@ func TestPDIsolation(t *testing.T) {
 	p := newPair(t, pairOpts{})
 	p.disconnect = true
 	defer p.close()
-	q := dial(t, p.cliCh, p.lis.LocalAddr().Port(), fabric.QPInitAttr{}, nil, nil)
-	qs := acceptNext(t, p.srvCh, fabric.QPInitAttr{}, nil)
-	p.srvCh.want(t, fabric.EventEstablished)
-	p.cliCh.want(t, fabric.EventEstablished)
+	q := dial(t, p.cliCh, p.lis.LocalAddr().Port(), id.QPInitAttr{}, nil, nil)
+	qs := acceptNext(t, p.srvCh, id.QPInitAttr{}, nil)
+	p.srvCh.want(t, id.EventEstablished)
+	p.cliCh.want(t, id.EventEstablished)
 	defer func() { _ = q.id.Destroy(); _ = qs.id.Destroy() }()
 
 	secret := pattern(64, 5)
@@ -167,12 +166,12 @@ func TestPDIsolation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := q.id.PostRead(2, got, gm, fabric.SendSignaled, sm.Addr(), sm.RKey()); err != nil {
+	if err := q.id.PostRead(2, got, gm, id.SendSignaled, sm.Addr(), sm.RKey()); err != nil {
 		t.Fatal(err)
 	}
-	wantWC(t, comp(t, q.qp.SendCQ()), fabric.WCRemAccessErr, fabric.WCRDMARead)
-	p.cliCh.want(t, fabric.EventDisconnected)
-	p.srvCh.want(t, fabric.EventDisconnected)
+	wantWC(t, comp(t, q.qp.SendCQ()), id.WCRemAccessErr, id.WCRDMARead)
+	p.cliCh.want(t, id.EventDisconnected)
+	p.srvCh.want(t, id.EventDisconnected)
 	if string(got) == string(secret) {
 		t.Fatal("the other connection's peer read the region")
 	}
@@ -187,38 +186,38 @@ func TestPostSendBeforeRTS(t *testing.T) {
 	srvCh, cliCh := newRCChan(t, f), newRCChan(t, f)
 	lis := listen(t, srvCh)
 	cbuf := make([]byte, 16)
-	var cm fabric.MR
-	cli := dial(t, cliCh, lis.LocalAddr().Port(), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
-		if err := e.id.PostSend(1, []byte("early"), nil, fabric.SendInline); !isErrno(err, syscall.EINVAL) {
+	var cm id.MR
+	cli := dial(t, cliCh, lis.LocalAddr().Port(), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+		if err := e.id.PostSend(1, []byte("early"), nil, id.SendInline); !isErrno(err, syscall.EINVAL) {
 			tb.Errorf("active PostSend before connect: %v, want EINVAL", err)
 		}
-		cm = reg(tb, e, cbuf, fabric.AccessLocalWrite)
+		cm = reg(tb, e, cbuf, id.AccessLocalWrite)
 		if err := e.id.PostRecv(2, cbuf, cm); err != nil {
 			tb.Fatal(err)
 		}
 	})
-	ev := srvCh.want(t, fabric.EventConnectRequest)
+	ev := srvCh.want(t, id.EventConnectRequest)
 	if err := ev.ID.CreateQP(nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := ev.ID.PostSend(3, []byte("early"), nil, fabric.SendInline); !isErrno(err, syscall.EINVAL) {
+	if err := ev.ID.PostSend(3, []byte("early"), nil, id.SendInline); !isErrno(err, syscall.EINVAL) {
 		t.Errorf("passive PostSend before accept: %v, want EINVAL", err)
 	}
 	if err := ev.ID.Accept(nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := ev.ID.PostSend(4, []byte("after accept"), nil, fabric.SendInline|fabric.SendSignaled); err != nil {
+	if err := ev.ID.PostSend(4, []byte("after accept"), nil, id.SendInline|id.SendSignaled); err != nil {
 		t.Fatalf("passive PostSend right after accept: %v", err)
 	}
-	srvCh.want(t, fabric.EventEstablished)
-	cliCh.want(t, fabric.EventEstablished)
+	srvCh.want(t, id.EventEstablished)
+	cliCh.want(t, id.EventEstablished)
 	wc := comp(t, cli.qp.RecvCQ())
-	if wc.WRID != 2 || wc.Status != fabric.WCSuccess || string(cbuf[:wc.ByteLen]) != "after accept" {
+	if wc.WRID != 2 || wc.Status != id.WCSuccess || string(cbuf[:wc.ByteLen]) != "after accept" {
 		t.Fatalf("client receive %+v %q", wc, cbuf)
 	}
 	_ = cli.id.Disconnect()
-	cliCh.want(t, fabric.EventDisconnected)
-	srvCh.want(t, fabric.EventDisconnected)
+	cliCh.want(t, id.EventDisconnected)
+	srvCh.want(t, id.EventDisconnected)
 	for _, i := range []*id.ID{cli.id, ev.ID, lis} {
 		_ = i.Destroy()
 	}
@@ -235,18 +234,18 @@ func TestPostRecvNeedsBuffer(t *testing.T) {
 	p.disconnect = true
 	defer p.close()
 	buf := make([]byte, 8)
-	m := reg(t, p.srv, buf, fabric.AccessLocalWrite)
+	m := reg(t, p.srv, buf, id.AccessLocalWrite)
 	if err := p.srv.id.PostRecv(1, nil, m); !isErrno(err, syscall.EINVAL) {
 		t.Fatalf("PostRecv(nil buffer, region): %v, want EINVAL", err)
 	}
-	if err := p.srv.qp.PostRecv(&fabric.RecvWR{WRID: 2, Buf: buf[:0], MR: m}); !isErrno(err, syscall.EINVAL) {
+	if err := p.srv.qp.PostRecv(&id.RecvWR{WRID: 2, Buf: buf[:0], MR: m}); !isErrno(err, syscall.EINVAL) {
 		t.Fatalf("PostRecv(empty buffer, region): %v, want EINVAL", err)
 	}
 	if err := p.srv.id.PostRecv(3, nil, nil); err != nil {
 		t.Fatalf("zero-length receive: %v", err)
 	}
 	_ = p.cli.id.PostSend(4, nil, nil, 0)
-	if wc := comp(t, p.srv.qp.RecvCQ()); wc.WRID != 3 || wc.Status != fabric.WCSuccess || wc.ByteLen != 0 {
+	if wc := comp(t, p.srv.qp.RecvCQ()); wc.WRID != 3 || wc.Status != id.WCSuccess || wc.ByteLen != 0 {
 		t.Fatalf("zero-length receive: %+v", wc)
 	}
 }
@@ -259,24 +258,24 @@ func TestCompErrorIsNotSuccess(t *testing.T) {
 	defer p.close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	for name, get := range map[string]func(context.Context) (fabric.WC, error){
+	for name, get := range map[string]func(context.Context) (id.WC, error){
 		"recv": p.srv.id.GetRecvComp, "send": p.srv.id.GetSendComp,
 	} {
 		wc, err := get(ctx)
 		if err == nil {
 			t.Fatalf("%s: a completion out of nothing: %+v", name, wc)
 		}
-		if wc.Status == fabric.WCSuccess || wc.Status != fabric.WCGeneralErr {
-			t.Fatalf("%s: errored call returned status %q, want %q", name, wc.Status, fabric.WCGeneralErr)
+		if wc.Status == id.WCSuccess || wc.Status != id.WCGeneralErr {
+			t.Fatalf("%s: errored call returned status %q, want %q", name, wc.Status, id.WCGeneralErr)
 		}
 	}
 	// An id without a QP: the same.
-	i, err := id.Create(p.cliCh, nil, fabric.PSTCP)
+	i, err := id.Create(p.cliCh, nil, id.PSTCP)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = i.Destroy() }()
-	if wc, err := i.GetRecvComp(ctx); err == nil || wc.Status == fabric.WCSuccess {
+	if wc, err := i.GetRecvComp(ctx); err == nil || wc.Status == id.WCSuccess {
 		t.Fatalf("no QP: %+v %v", wc, err)
 	}
 }

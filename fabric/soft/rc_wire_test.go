@@ -3,7 +3,6 @@ package soft_test
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"io"
 	"net"
 	"strconv"
@@ -14,69 +13,10 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/iwarp"
 )
-
-// recrc recomputes the CRC of a whole, hand-edited FPDU.
-func recrc(b []byte, crc bool) []byte {
-	if crc {
-		n := len(b) - iwarp.CRCLen
-		binary.LittleEndian.PutUint32(b[n:], iwarp.CRC32c(b[:n]))
-	}
-	return b
-}
-
-// rawULPDU wraps arbitrary ULPDU bytes into an FPDU.
-func rawULPDU(u []byte, crc bool) []byte {
-	b, _ := iwarp.AppendFPDU(nil, nil, u, crc)
-	return b
-}
-
-// readMPA reads one MPA frame from a raw peer connection; extra bytes
-// that came with it are returned too.
-func readMPA(tb testing.TB, c net.Conn) (iwarp.MPAFrame, []byte) {
-	tb.Helper()
-	var buf []byte
-	var tmp [512]byte
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	for {
-		var f iwarp.MPAFrame
-		n, err := iwarp.ParseMPA(buf, &f)
-		if err == nil {
-			f.PrivateData = append([]byte(nil), f.PrivateData...)
-			return f, buf[n:]
-		}
-		if !errors.Is(err, iwarp.ErrShort) {
-			tb.Fatalf("MPA frame: %v", err)
-		}
-		k, err := c.Read(tmp[:])
-		if err != nil {
-			tb.Fatalf("reading the MPA frame: %v", err)
-		}
-		buf = append(buf, tmp[:k]...)
-	}
-}
-
-// readAll reads until EOF (or an error) and returns the FPDUs' ULPDUs.
-func readULPDUs(tb testing.TB, c net.Conn, crc bool, pre []byte) [][]byte {
-	tb.Helper()
-	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
-	rest, _ := io.ReadAll(c)
-	b := append(pre, rest...)
-	var out [][]byte
-	for len(b) > 0 {
-		u, n, err := iwarp.ParseFPDU(b, crc)
-		if err != nil {
-			tb.Fatalf("FPDU from the fabric: %v (%x)", err, b)
-		}
-		out = append(out, append([]byte(nil), u...))
-		b = b[n:]
-	}
-	return out
-}
 
 // syncBuf is a log sink the loop may write while the test reads.
 type syncBuf struct {
@@ -103,8 +43,8 @@ type rawServerSide struct {
 	lis   *id.ID
 	port  string
 	ids   []*id.ID
-	write fabric.MR // a 64-byte remote-writable region of the last accepted id
-	read  fabric.MR // a 64-byte remote-readable one
+	write id.MR // a 64-byte remote-writable region of the last accepted id
+	read  id.MR // a 64-byte remote-readable one
 }
 
 // rawAccept dials the Go listener from a raw TCP peer, sends req, lets the
@@ -123,18 +63,18 @@ func (s *rawServerSide) rawAccept(tb testing.TB, req iwarp.MPAFrame, wantEstabli
 	if _, err := c.Write(b); err != nil {
 		tb.Fatal(err)
 	}
-	e := acceptNext(tb, s.ch, fabric.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
+	e := acceptNext(tb, s.ch, id.QPInitAttr{}, func(tb testing.TB, e *rcEnd) {
 		buf := make([]byte, 64)
-		m := reg(tb, e, buf, fabric.AccessLocalWrite)
-		if err := e.qp.PostRecv(&fabric.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
+		m := reg(tb, e, buf, id.AccessLocalWrite)
+		if err := e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
 			tb.Fatal(err)
 		}
-		s.write = reg(tb, e, make([]byte, 64), fabric.AccessLocalWrite|fabric.AccessRemoteWrite)
-		s.read = reg(tb, e, make([]byte, 64), fabric.AccessRemoteRead)
+		s.write = reg(tb, e, make([]byte, 64), id.AccessLocalWrite|id.AccessRemoteWrite)
+		s.read = reg(tb, e, make([]byte, 64), id.AccessRemoteRead)
 	})
 	s.ids = append(s.ids, e.id)
 	if wantEstablished {
-		s.ch.want(tb, fabric.EventEstablished)
+		s.ch.want(tb, id.EventEstablished)
 	}
 	f, extra := readMPA(tb, c)
 	if len(extra) > 0 {
@@ -254,7 +194,7 @@ func TestRCMalformed(t *testing.T) {
 		t.Helper()
 		_ = by.srv.id.PostRecv(1, nil, nil)
 		_ = by.cli.id.PostSend(2, nil, nil, 0)
-		wantWC(t, comp(t, by.srv.qp.RecvCQ()), fabric.WCSuccess, fabric.WCRecv)
+		wantWC(t, comp(t, by.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
 	}
 	s := newRawServerSide(t, f)
 	for _, k := range cases {
@@ -267,7 +207,7 @@ func TestRCMalformed(t *testing.T) {
 			if k.name == "fin-mid-fpdu" {
 				_ = c.(*net.TCPConn).CloseWrite()
 			}
-			s.ch.want(t, fabric.EventDisconnected)
+			s.ch.want(t, id.EventDisconnected)
 			us := readULPDUs(t, c, k.crc, nil)
 			var got *iwarp.Terminate
 			for _, u := range us {
@@ -293,7 +233,7 @@ func TestRCMalformed(t *testing.T) {
 			}
 			// The id's posted receive is flushed (or was used).
 			qp := s.ids[len(s.ids)-1].QP()
-			if wc := comp(t, qp.RecvCQ()); wc.Status != fabric.WCWRFlushErr && wc.Status != fabric.WCSuccess && wc.Status != fabric.WCLocLenErr {
+			if wc := comp(t, qp.RecvCQ()); wc.Status != id.WCWRFlushErr && wc.Status != id.WCSuccess && wc.Status != id.WCLocLenErr {
 				t.Fatalf("receive completion %+v", wc)
 			}
 			ping()
@@ -308,22 +248,28 @@ func TestRCMalformed(t *testing.T) {
 }
 
 // TestRCReplyWithFPDUs: a responder (like siw) may put FPDUs right behind
-// its MPA Reply; the Go initiator takes them.
+// its MPA Reply, whether or not the Go initiator asked for P2P mode (a
+// responder may decline it); the Go initiator takes them.
 func TestRCReplyWithFPDUs(t *testing.T) {
-	for _, crc := range []bool{false, true} {
-		t.Run(strconv.FormatBool(crc), func(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		crc  bool
+		p2p  soft.RTR // offered; siw's responder here declines it
+	}{{"nocrc", false, 0}, {"crc", true, 0}, {"p2p-declined", false, soft.RTRWrite}} {
+		crc := tc.crc
+		t.Run(tc.name, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ln.Close()
-			f := soft.New()
+			f := soft.New(soft.WithP2P(tc.p2p))
 			ch := newRCChan(t, f)
 			buf := make([]byte, 100)
-			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
-				m := reg(tb, e, buf, fabric.AccessLocalWrite)
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+				m := reg(tb, e, buf, id.AccessLocalWrite)
 				for k := 0; k < 2; k++ {
-					_ = e.qp.PostRecv(&fabric.RecvWR{WRID: uint64(k), Buf: buf, MR: m})
+					_ = e.qp.PostRecv(&id.RecvWR{WRID: uint64(k), Buf: buf, MR: m})
 				}
 			})
 			c, err := ln.Accept()
@@ -332,7 +278,7 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 			}
 			defer c.Close()
 			req, _ := readMPA(t, c)
-			if !req.HasIRDORD() || req.CRC || req.P2P {
+			if !req.HasIRDORD() || req.CRC || req.P2P != (tc.p2p != 0) {
 				t.Fatalf("request %+v", req)
 			}
 			rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, CRC: crc, IRD: 1, ORD: 1}
@@ -343,18 +289,18 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 			if _, err := c.Write(b); err != nil {
 				t.Fatal(err)
 			}
-			ch.want(t, fabric.EventEstablished)
+			ch.want(t, id.EventEstablished)
 			wc := comp(t, e.qp.RecvCQ())
-			if wc.Status != fabric.WCSuccess || wc.ByteLen != 100 || wc.Solicited {
+			if wc.Status != id.WCSuccess || wc.ByteLen != 100 || wc.Solicited {
 				t.Fatalf("%+v", wc)
 			}
 			wc = comp(t, e.qp.RecvCQ())
-			if wc.Status != fabric.WCSuccess || wc.ByteLen != 10 || !wc.Solicited {
+			if wc.Status != id.WCSuccess || wc.ByteLen != 10 || !wc.Solicited {
 				t.Fatalf("%+v", wc)
 			}
 			sameBytes(t, buf[:10], msg[:10])
 			// A send from the Go side: exactly siw's layout for 100 bytes.
-			_ = e.id.PostSend(3, msg, nil, fabric.SendInline)
+			_ = e.id.PostSend(3, msg, nil, id.SendInline)
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			out := make([]byte, 124)
 			if _, err := io.ReadFull(c, out); err != nil {
@@ -369,7 +315,7 @@ func TestRCReplyWithFPDUs(t *testing.T) {
 				t.Fatalf("send on the wire:\n%x\nwant\n%x", out, want)
 			}
 			_ = c.Close()
-			ch.want(t, fabric.EventDisconnected)
+			ch.want(t, id.EventDisconnected)
 			_ = e.id.Destroy()
 			_ = ch.src.Close()
 			quiesceFabs(t, f)
@@ -390,8 +336,8 @@ func TestRCP2PWire(t *testing.T) {
 			f := soft.New(soft.WithP2P(soft.RTRWrite | soft.RTRRead))
 			ch := newRCChan(t, f)
 			buf := make([]byte, 8)
-			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), fabric.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
-				_ = e.qp.PostRecv(&fabric.RecvWR{WRID: 1, Buf: buf, MR: reg(tb, e, buf, fabric.AccessLocalWrite)})
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+				_ = e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: reg(tb, e, buf, id.AccessLocalWrite)})
 			})
 			c, err := ln.Accept()
 			if err != nil {
@@ -405,7 +351,7 @@ func TestRCP2PWire(t *testing.T) {
 				WriteRTR: rtr == soft.RTRWrite, ReadRTR: rtr == soft.RTRRead}
 			b, _ := iwarp.AppendMPA(nil, &rep)
 			_, _ = c.Write(b)
-			ch.want(t, fabric.EventEstablished)
+			ch.want(t, id.EventEstablished)
 			_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
 			if rtr == soft.RTRWrite {
 				got := make([]byte, 20)
@@ -431,14 +377,46 @@ func TestRCP2PWire(t *testing.T) {
 			}
 			_, _ = c.Write(soft.FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("p2p!"), false))
 			wc := comp(t, e.qp.RecvCQ())
-			if wc.Status != fabric.WCSuccess || string(buf[:wc.ByteLen]) != "p2p!" {
+			if wc.Status != id.WCSuccess || string(buf[:wc.ByteLen]) != "p2p!" {
 				t.Fatalf("%+v %q", wc, buf)
 			}
 			_ = c.Close()
-			ch.want(t, fabric.EventDisconnected)
+			ch.want(t, id.EventDisconnected)
 			_ = e.id.Destroy()
 			_ = ch.src.Close()
 			_ = ln.Close()
+			quiesceFabs(t, f)
+		}
+	})
+	t.Run("initiator-default", func(t *testing.T) {
+		// By default an initiator asks for P2P mode with a Write RTR only,
+		// as siw's responder expects; WithP2P(0) asks for none, as siw's
+		// initiator.
+		for _, c := range []struct {
+			name   string
+			opts   []soft.Option
+			p2p, w bool
+		}{{"default", nil, true, true}, {"off", []soft.Option{soft.WithP2P(0)}, false, false}} {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			f := soft.New(c.opts...)
+			ch := newRCChan(t, f)
+			e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, nil)
+			conn, err := ln.Accept()
+			if err != nil {
+				t.Fatal(err)
+			}
+			req, _ := readMPA(t, conn)
+			if req.P2P != c.p2p || req.WriteRTR != c.w || req.ReadRTR {
+				t.Errorf("%s: request %+v", c.name, req)
+			}
+			_ = conn.Close()
+			_ = ln.Close()
+			ch.want(t, id.EventRejected)
+			_ = e.id.Destroy()
+			_ = ch.src.Close()
 			quiesceFabs(t, f)
 		}
 	})
@@ -460,7 +438,7 @@ func TestRCP2PWire(t *testing.T) {
 				rtr = soft.FPDU(iwarp.Header{Op: iwarp.OpReadRequest, Last: true, MSN: 1, Read: iwarp.ReadRequest{SinkSTag: 77}}, nil, false)
 			}
 			_, _ = c.Write(rtr)
-			s.ch.want(t, fabric.EventEstablished)
+			s.ch.want(t, id.EventEstablished)
 			if rep.ReadRTR {
 				got := make([]byte, 20)
 				_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
@@ -473,11 +451,68 @@ func TestRCP2PWire(t *testing.T) {
 				}
 			}
 			_ = c.Close()
-			s.ch.want(t, fabric.EventDisconnected)
+			s.ch.want(t, id.EventDisconnected)
 		}
 		s.close(t)
 		quiesceFabs(t, f)
 	})
+}
+
+// TestRCP2PRTRRepeat: a P2P initiator whose responder stays silent after
+// the RTR sends one more zero-length Write (siw's responder may have read
+// nothing of the first), and nothing else; the responder's first FPDU is
+// then delivered as usual.
+func TestRCP2PRTRRepeat(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f := soft.New()
+	ch := newRCChan(t, f)
+	buf := make([]byte, 8)
+	e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, func(tb testing.TB, e *rcEnd) {
+		_ = e.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: reg(tb, e, buf, id.AccessLocalWrite)})
+	})
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	req, _ := readMPA(t, c)
+	if !req.P2P || !req.WriteRTR {
+		t.Fatalf("request %+v", req)
+	}
+	rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, IRD: 1, ORD: 1, P2P: true, WriteRTR: true}
+	b, _ := iwarp.AppendMPA(nil, &rep)
+	_, _ = c.Write(b)
+	ch.want(t, id.EventEstablished)
+	rtr := soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	got := make([]byte, 2*len(rtr))
+	if _, err := io.ReadFull(c, got); err != nil {
+		t.Fatalf("the RTR and its repeat: %v (got %x)", err, got)
+	}
+	if !bytes.Equal(got, append(append([]byte(nil), rtr...), rtr...)) {
+		t.Fatalf("got %x, want the Write RTR %x twice", got, rtr)
+	}
+	_, _ = c.Write(soft.FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("late"), false))
+	wc := comp(t, e.qp.RecvCQ())
+	if wc.Status != id.WCSuccess || string(buf[:wc.ByteLen]) != "late" {
+		t.Fatalf("%+v %q", wc, buf)
+	}
+	// The initiator sent nothing else but, had our Send come late, further
+	// repeats (at most rtrRepeatMax in all); after our FIN it closes.
+	_ = c.(*net.TCPConn).CloseWrite()
+	ch.want(t, id.EventDisconnected)
+	rest, err := io.ReadAll(c)
+	if err != nil || len(rest)%len(rtr) != 0 || len(rest)/len(rtr) > 3 ||
+		!bytes.Equal(rest, bytes.Repeat(rtr, len(rest)/len(rtr))) {
+		t.Fatalf("after the repeat: %x, %v", rest, err)
+	}
+	_ = e.id.Destroy()
+	_ = ch.src.Close()
+	quiesceFabs(t, f)
 }
 
 // TestRCResponderHold: an accepted connection does not put FPDUs behind
@@ -491,7 +526,7 @@ func TestRCResponderHold(t *testing.T) {
 		c, _ := s.rawAccept(t, enhancedReq(false), true)
 		srv := s.ids[len(s.ids)-1]
 		t0 := time.Now()
-		if err := srv.PostSend(1, []byte("first"), nil, fabric.SendInline); err != nil {
+		if err := srv.PostSend(1, []byte("first"), nil, id.SendInline); err != nil {
 			t.Fatal(err)
 		}
 		if initiatorFirst {
@@ -513,8 +548,46 @@ func TestRCResponderHold(t *testing.T) {
 			t.Errorf("FPDU %x", got)
 		}
 		_ = c.Close()
-		s.ch.want(t, fabric.EventDisconnected)
+		s.ch.want(t, id.EventDisconnected)
 	}
 	s.close(t)
+	quiesceFabs(t, f)
+}
+
+// TestRCP2PRTRRepeatsAreBounded: toward a responder that never speaks, a
+// P2P initiator sends its RTR and four repeats, and then nothing more.
+func TestRCP2PRTRRepeatsAreBounded(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f := soft.New()
+	ch := newRCChan(t, f)
+	e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, nil)
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if req, _ := readMPA(t, c); !req.P2P || !req.WriteRTR {
+		t.Fatalf("request %+v", req)
+	}
+	rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, IRD: 1, ORD: 1, P2P: true, WriteRTR: true}
+	b, _ := iwarp.AppendMPA(nil, &rep)
+	_, _ = c.Write(b)
+	ch.want(t, id.EventEstablished)
+	rtr := soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
+	// The repeats end 150 ms after the RTR; a second more shows no sixth.
+	_ = c.SetReadDeadline(time.Now().Add(2 * time.Second))
+	got, err := io.ReadAll(c)
+	if ne, ok := err.(net.Error); !ok || !ne.Timeout() {
+		t.Fatalf("read: %v", err)
+	}
+	if !bytes.Equal(got, bytes.Repeat(rtr, 5)) {
+		t.Fatalf("got %x (%d bytes), want the RTR 5 times (%d bytes)", got, len(got), 5*len(rtr))
+	}
+	_ = e.id.Destroy()
+	_ = ch.src.Close()
 	quiesceFabs(t, f)
 }

@@ -10,21 +10,6 @@ import (
 	"github.com/cmrt/cmrt/id"
 )
 
-type udQPExt interface {
-	MaxMessageSize() int
-	Dropped() uint64
-	SetMulticastLoopback(on bool) error
-}
-
-func udExt(t *testing.T, i *id.ID) udQPExt {
-	t.Helper()
-	x, ok := i.QP().(udQPExt)
-	if !ok {
-		t.Fatalf("QP %T has no UD extensions", i.QP())
-	}
-	return x
-}
-
 func TestUDMessageSize(t *testing.T) {
 	f := udFabric(t)
 	p := connectUD(t, f, id.PSUDP, lo4)
@@ -173,16 +158,5 @@ func TestUDLossTolerance(t *testing.T) {
 	noRecv(t, p.srv, 50*time.Millisecond)
 	if n := p.cli.QP().SendCQ().Poll(make([]id.WC, 16)); n != 0 {
 		t.Fatalf("%d completions for unsignaled sends", n)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met in 5s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -77,6 +77,8 @@ func udRecv(fd int, buf, oob []byte, d *udDatagram) error {
 		return err
 	}
 	*d = udDatagram{b: buf[:n], from: addrPortOf(from), trunc: flags&unix.MSG_TRUNC != 0}
+	countReceived(fd, n)
+	countReceivedMessage(fd, true)
 	if oobn == 0 {
 		return nil
 	}
@@ -121,6 +123,7 @@ func udSendFrom(fd, fam int, b []byte, to netip.AddrPort, src netip.Addr) error 
 	for {
 		err := unix.Sendmsg(fd, b, oob, udSockaddr(fam, to), unix.MSG_DONTWAIT)
 		if err != unix.EINTR {
+			countDatagram(fd, len(b), err)
 			return err
 		}
 	}

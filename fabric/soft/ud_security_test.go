@@ -1,7 +1,6 @@
 package soft_test
 
 import (
-	"context"
 	"net"
 	"net/netip"
 	"sync"
@@ -411,13 +410,6 @@ func TestUDRequestTableOneSource(t *testing.T) {
 	if accepted != flood+1 {
 		t.Errorf("%d requests reported, want %d (the flood and one)", accepted, flood+1)
 	}
-}
-
-// nextWithin takes the next event of ch within d.
-func nextWithin(ch *channel.Channel, d time.Duration) (*id.Event, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	defer cancel()
-	return ch.GetEventContext(ctx)
 }
 
 // Group traffic reaches the members of its group only: not the members of

@@ -10,74 +10,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/sidr"
 )
-
-// udPair connects an async UD client to an async UD listener and returns
-// the client, the server's new id and the ESTABLISHED parameters.
-type udPair struct {
-	sch, cch *channel.Channel
-	lis, srv *id.ID
-	cli      *id.ID
-	est      id.UDParam // what the client's ESTABLISHED said
-	req      id.UDParam // what the CONNECT_REQUEST said
-}
-
-func connectUD(t *testing.T, f *soft.Fabric, ps id.PortSpace, addr netip.Addr, opts ...id.Option) *udPair {
-	t.Helper()
-	p := &udPair{sch: newChannel(t, f), cch: newChannel(t, f)}
-	p.lis = listenUD(t, p.sch, ps, netip.AddrPortFrom(addr, 0), opts...)
-	p.cli = create(t, p.cch, ps, opts...)
-	resolve(t, p.cch, p.cli, p.lis.LocalAddr())
-	if err := p.cli.CreateQP(nil); err != nil {
-		t.Fatal(err)
-	}
-	reqPD := pattern(id.MaxPrivateDataSIDRREQ, 1)
-	if err := p.cli.Connect(&id.ConnParam{PrivateData: reqPD}); err != nil {
-		t.Fatal(err)
-	}
-	ev := next(t, p.sch, id.EventConnectRequest)
-	if ev.ListenID != p.lis || ev.ID == nil || ev.ID.QPType() != id.UD || ev.ID.PortSpace() != ps {
-		t.Fatalf("request: listen id %v, new id %v", ev.ListenID, ev.ID)
-	}
-	p.srv = ev.ID
-	t.Cleanup(func() { destroy(p.srv) })
-	p.req = ev.UD
-	p.req.PrivateData = append([]byte(nil), ev.UD.PrivateData...)
-	ack(t, ev)
-	equalPrefix(t, "request private data", p.req.PrivateData, reqPD, id.MaxPrivateDataSIDRREQ)
-	if p.req.QPNum != p.cli.QP().Num() || p.req.QKey != id.UDPQKey || p.req.AH.Addr() != addr ||
-		p.req.AH.DLID != uint16(p.cli.QP().Num()) {
-		t.Fatalf("request UD params %+v, client QP %d", p.req, p.cli.QP().Num())
-	}
-	if err := p.srv.CreateQP(nil); err != nil {
-		t.Fatal(err)
-	}
-	repPD := pattern(id.MaxPrivateDataSIDRREP, 9)
-	if err := p.srv.Accept(&id.ConnParam{PrivateData: repPD}); err != nil {
-		t.Fatal(err)
-	}
-	if s := p.srv.State(); s != id.StateEstablished {
-		t.Fatalf("server id after UD accept: %s", s)
-	}
-	ev = next(t, p.cch, id.EventEstablished)
-	p.est = ev.UD
-	p.est.PrivateData = append([]byte(nil), ev.UD.PrivateData...)
-	ack(t, ev)
-	equalPrefix(t, "reply private data", p.est.PrivateData, repPD, id.MaxPrivateDataSIDRREP)
-	if p.est.QPNum != p.srv.QP().Num() || p.est.QKey != id.UDPQKey || p.est.AH.Addr() != addr ||
-		p.est.AH.DLID != uint16(p.srv.QP().Num()) || p.est.AH.IsGlobal != 1 {
-		t.Fatalf("established UD params %+v, server QP %d", p.est, p.srv.QP().Num())
-	}
-	if a := p.est.AH.DGID; addr.Is4() && !bytes.Equal(a[:12], []byte{0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF}) {
-		t.Fatalf("DGID %x is not IPv4-mapped", a)
-	}
-	quiet(t, p.sch, 100*time.Millisecond) // no passive ESTABLISHED
-	return p
-}
 
 // pingPong sends a message each way over an established pair: the client
 // to the ESTABLISHED address handle, the server back to the completion's
@@ -317,39 +253,47 @@ func TestUDTimeout(t *testing.T) {
 	}
 }
 
-// rawPeer is a plain UDP socket speaking SIDR by hand.
-type rawPeer struct {
-	t  *testing.T
-	fd int
-}
-
-func newRawPeer(t *testing.T) *rawPeer {
-	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
+// A request sent once Listen has returned is a request to a listener, even
+// when the loop had attached the socket in an earlier turn and had not yet
+// looked at the listen (CI saw TestUDDuplicateRequests lose its requests
+// that way: answered "unsupported" before the listen took effect).
+func TestUDRequestRightAfterListenIsReported(t *testing.T) {
+	f := udFabric(t)
+	sch := newChannel(t, f)
+	lis := create(t, sch, id.PSUDP)
+	if err := lis.Bind(netip.AddrPortFrom(lo4, 0)); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { unix.Close(fd) })
-	if err := unix.Bind(fd, &unix.SockaddrInet4{Addr: lo4.As4()}); err != nil {
-		t.Fatal(err)
+	release := soft.HoldLoopAfterUDSockStart(f)
+	defer release()
+	errc := make(chan error, 1)
+	go func() { errc <- lis.Listen(0) }()
+	peer := newRawPeer(t)
+	req, _ := sidr.Append(nil, &sidr.Message{Type: sidr.TypeREQ, PortSpace: uint16(id.PSUDP), TID: 5, QKey: id.UDPQKey})
+	select {
+	case err := <-errc:
+		// Listen returned while its loop was held: the request now reaches
+		// the socket before the loop's next turn.
+		if err != nil {
+			t.Fatal(err)
+		}
+		peer.send(lis.LocalAddr(), req)
+		time.Sleep(50 * time.Millisecond)
+		release()
+	case <-time.After(200 * time.Millisecond):
+		// Listen waits for the loop to apply it.
+		release()
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		peer.send(lis.LocalAddr(), req)
 	}
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 300000})
-	return &rawPeer{t: t, fd: fd}
-}
-
-func (r *rawPeer) send(to netip.AddrPort, b []byte) {
-	if err := unix.Sendto(r.fd, b, 0, &unix.SockaddrInet4{Addr: to.Addr().As4(), Port: int(to.Port())}); err != nil {
-		r.t.Fatal(err)
+	ev := next(t, sch, id.EventConnectRequest)
+	t.Cleanup(func() { destroy(ev.ID) })
+	ack(t, ev)
+	if b := peer.recv(); b != nil {
+		t.Fatalf("answered before accept: %x", b)
 	}
-}
-
-// recv returns the next datagram, or nil after 300 ms.
-func (r *rawPeer) recv() []byte {
-	var buf [2048]byte
-	n, _, err := unix.Recvfrom(r.fd, buf[:], 0)
-	if err != nil {
-		return nil
-	}
-	return append([]byte(nil), buf[:n]...)
 }
 
 func TestUDDuplicateRequests(t *testing.T) {

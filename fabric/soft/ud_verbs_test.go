@@ -1,7 +1,6 @@
 package soft_test
 
 import (
-	"errors"
 	"syscall"
 	"testing"
 
@@ -58,10 +57,8 @@ func TestUDReplyWithAHFromWC(t *testing.T) {
 	}
 	// Not a successful receive: EINVAL.
 	for _, bad := range []id.WC{{Status: id.WCGeneralErr, Opcode: id.WCRecv, Src: wc.Src}, {Opcode: id.WCSend, Src: wc.Src}, {Opcode: id.WCRecv}} {
-		if _, err := id.AHFromWC(&bad, nil); !isEINVAL(err) {
+		if _, err := id.AHFromWC(&bad, nil); !isErrno(err, syscall.EINVAL) {
 			t.Errorf("AHFromWC(%+v): %v, want EINVAL", bad, err)
 		}
 	}
 }
-
-func isEINVAL(err error) bool { return errors.Is(err, syscall.EINVAL) }

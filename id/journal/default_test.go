@@ -7,7 +7,7 @@ import "testing"
 // run yet): the default journal's ring must not exist then.
 var allocatedAtInit = defaultJournal.j != nil
 
-// The default journal's 3.5 MiB ring is allocated on the first call of
+// The default journal's 4 MiB ring is allocated on the first call of
 // Default, not when the package is initialized, and holds DefaultCapacity
 // records.
 func TestDefaultIsLazy(t *testing.T) {

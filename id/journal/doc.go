@@ -20,7 +20,9 @@
 // WriteRecordsJSON write through zerolog (ReadJSON reads them back):
 //
 //	seq     Seq      uint64  1, 2, ... in the order the records were made
-//	time    Time     int64   nanoseconds since the Unix epoch
+//	time    Time     int64   nanoseconds since the Unix epoch (the wall
+//	                         clock at the journal's creation plus the
+//	                         monotonic time since: never backwards)
 //	id      ID       uint64  the id's handle (id.ID.Handle), never reused
 //	ch      Channel  uint64  the number of the channel the id reports to
 //	                         (id.ChannelNumber; a synchronous id's private

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -49,7 +50,10 @@ func (k RecordKind) String() string {
 type Record struct {
 	// Seq numbers records of one journal from 1, in the order they happened.
 	Seq uint64
-	// Time is when it happened, in nanoseconds since the Unix epoch.
+	// Time is when it happened, in nanoseconds since the Unix epoch: the
+	// wall clock when the journal was made plus the monotonic time since,
+	// so the times of one journal never go backwards and do not follow a
+	// later step of the wall clock.
 	Time int64
 	// ID is the id's handle (id.ID.Handle).
 	ID uint64
@@ -108,28 +112,58 @@ func ByChannel(n uint64) Filter { return func(r *Record) bool { return r.Channel
 // Journal records calls and events. It keeps the most recent records in a
 // ring, calls observers synchronously for each new record, and writes
 // records as JSON lines. It is safe for concurrent use.
+//
+// Adding a record takes no lock that other ids share: the record's
+// sequence number comes from an atomic counter, and the record is stored
+// in its slot of the ring under that slot's own spin lock, which only a
+// reader copying that slot (or a writer a full ring ahead) can hold at the
+// same time. Its time is read from the monotonic clock alone (see
+// Record.Time).
 type Journal struct {
 	seq       atomic.Uint64
 	observers atomic.Pointer[[]*observer]
 	obsMu     sync.Mutex
 
-	mu   sync.Mutex
-	ring []Record
+	ring []slot
+	mask uint64 // len(ring)-1 when len(ring) is a power of two, else 0
+
+	base     time.Time // when the journal was made, with its monotonic reading
+	baseWall int64     // base in nanoseconds since the Unix epoch
 }
+
+// slot is one record of the ring, with the spin lock that guards it: one
+// cache line.
+type slot struct {
+	held atomic.Uint32
+	rec  Record
+}
+
+func (s *slot) lock() {
+	for !s.held.CompareAndSwap(0, 1) {
+		runtime.Gosched()
+	}
+}
+
+func (s *slot) unlock() { s.held.Store(0) }
 
 type observer struct{ fn func(Record) }
 
 // New returns a journal that keeps the last capacity records (at least
-// 1). Its ring is allocated now: 56 bytes per record.
+// 1). Its ring is allocated now: 64 bytes per record.
 func New(capacity int) *Journal {
 	if capacity < 1 {
 		capacity = 1
 	}
-	return &Journal{ring: make([]Record, capacity)}
+	j := &Journal{ring: make([]slot, capacity), base: time.Now()}
+	j.baseWall = j.base.UnixNano()
+	if capacity&(capacity-1) == 0 {
+		j.mask = uint64(capacity - 1)
+	}
+	return j
 }
 
 // DefaultCapacity is how many records Default keeps: 65536, a ring of
-// 3.5 MiB (56 bytes per record) allocated when Default is first called,
+// 4 MiB (64 bytes per record) allocated when Default is first called,
 // which is when the first id without a journal of its own is created.
 const DefaultCapacity = 1 << 16
 
@@ -141,11 +175,12 @@ var defaultJournal struct {
 // Default returns the process-wide journal ids use unless they are given
 // another (id.WithJournal). It keeps the last DefaultCapacity (65536)
 // records: older ones are overwritten and no longer returned by Records,
-// Select, RecordsOf or WriteJSON, though Len still counts them. A process
-// that needs every record observes them as they are made (Observe,
-// ObserveJSON) or gives its ids a journal of its own size. Its ring is
-// allocated on the first call, not when the package is initialized, so a
-// program that gives every id its own journal never pays for it.
+// Select, RecordsOf or WriteJSON, though Len still counts them (and
+// Dropped counts the overwritten). A process that needs every record
+// observes them as they are made (Observe, ObserveJSON) or gives its ids a
+// journal of its own size. Its ring is allocated on the first call, not
+// when the package is initialized, so a program that gives every id its
+// own journal never pays for it.
 func Default() *Journal {
 	defaultJournal.once.Do(func() { defaultJournal.j = New(DefaultCapacity) })
 	return defaultJournal.j
@@ -154,22 +189,49 @@ func Default() *Journal {
 // Cap returns how many records the journal keeps.
 func (j *Journal) Cap() int { return len(j.ring) }
 
+// slotOf returns the slot of sequence number seq (from 1).
+func (j *Journal) slotOf(seq uint64) *slot {
+	if j.mask != 0 || len(j.ring) == 1 {
+		return &j.ring[(seq-1)&j.mask]
+	}
+	return &j.ring[(seq-1)%uint64(len(j.ring))]
+}
+
+// now is the time of a record: the journal's wall clock reading at New
+// plus the monotonic time since, which costs one clock reading instead of
+// time.Now's two.
+func (j *Journal) now() int64 { return j.baseWall + int64(time.Since(j.base)) }
+
 // Add stamps r with the next sequence number and the time, stores it,
 // calls the observers and returns the sequence number. It does not
-// allocate. Package id adds a record for every call and event of an id;
-// others may add records of their own (tests building journals do).
+// allocate, and takes no lock shared with other records. Package id adds a
+// record for every call and event of an id; others may add records of
+// their own (tests building journals do).
 func (j *Journal) Add(r Record) uint64 {
-	r.Time = time.Now().UnixNano()
-	j.mu.Lock()
+	r.Time = j.now()
 	r.Seq = j.seq.Add(1)
-	j.ring[(r.Seq-1)%uint64(len(j.ring))] = r
-	j.mu.Unlock()
+	s := j.slotOf(r.Seq)
+	s.lock()
+	if s.rec.Seq < r.Seq { // else a writer a full ring ahead got here first
+		s.rec = r
+	}
+	s.unlock()
 	if obs := j.observers.Load(); obs != nil {
 		for _, o := range *obs {
 			o.fn(r)
 		}
 	}
 	return r.Seq
+}
+
+// Dropped returns how many records were overwritten: added, but no longer
+// in the ring.
+func (j *Journal) Dropped() uint64 {
+	n, size := j.seq.Load(), uint64(len(j.ring))
+	if n <= size {
+		return 0
+	}
+	return n - size
 }
 
 // Observe calls fn synchronously, from the goroutine that made the record,
@@ -235,10 +297,13 @@ func (j *Journal) Len() uint64 { return j.seq.Load() }
 func (j *Journal) Records() []Record { return j.Select(nil) }
 
 // Select returns the records still in the ring that f selects (all of
-// them for a nil f), oldest first.
+// them for a nil f), oldest first (by Seq). Each record is copied whole
+// under its slot's lock. A record whose sequence number was taken but
+// which is not yet stored is waited for, so the result has no gap. Select
+// does not stop writers: records overwritten while it runs are left out,
+// with those older than them, so under a flood of new records it returns
+// a gapless run of recent ones, possibly shorter than the ring.
 func (j *Journal) Select(f Filter) []Record {
-	j.mu.Lock()
-	defer j.mu.Unlock()
 	n := j.seq.Load()
 	size := uint64(len(j.ring))
 	start := uint64(0)
@@ -247,9 +312,24 @@ func (j *Journal) Select(f Filter) []Record {
 	}
 	out := make([]Record, 0, n-start)
 	for s := start; s < n; s++ {
-		r := &j.ring[s%size]
-		if f == nil || f(r) {
-			out = append(out, *r)
+		sl := j.slotOf(s + 1)
+		for {
+			sl.lock()
+			r := sl.rec
+			sl.unlock()
+			if r.Seq > s+1 {
+				// Overwritten meanwhile, and so is everything before it:
+				// drop what was taken, to keep the result gapless.
+				out = out[:0]
+				break
+			}
+			if r.Seq == s+1 {
+				if f == nil || f(&r) {
+					out = append(out, r)
+				}
+				break
+			}
+			runtime.Gosched() // its writer is between the counter and the slot
 		}
 	}
 	return out

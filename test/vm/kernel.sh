@@ -4,7 +4,7 @@
 # cmtime-like timing next to rdma-core's cmtime, all QP-less (kcheck); the
 # package's device tests, the data path's included. The Go examples with
 # real QPs against rdma-core's are kernel-verbs.sh. Needs kcheck (built from
-# fabric/kernel/internal/kcheck) and kernel.test (go test -c ./fabric/kernel)
+# test/kcheck) and kernel.test (go test -c ./fabric/kernel)
 # in /extra. Run by scripts/interop-kernel.sh.
 . /tests/lib.sh
 N=${KBENCH_N:-100}

@@ -56,8 +56,10 @@ uc crc -C 20
 rp crc 3
 unset CMRT_SOFT_CRC
 
-# Peer-to-peer mode: the Go initiator asks, siw's responder picks the RTR.
-for p2p_rtr in write read; do
+# Peer-to-peer mode: the Go initiator asks (with a Write RTR by default, so
+# every Go client above runs in it), siw's responder picks the RTR; off is
+# an initiator that asks for none, as siw's own.
+for p2p_rtr in read off; do
 	export CMRT_SOFT_P2P=$p2p_rtr
 	pair "ucmatose-p2p-$p2p_rtr-csrv-gocli" 120 "ucmatose -b $SIW_IP" "go-ucmatose -s $SIW_IP"
 	pair "rping-p2p-$p2p_rtr-csrv-gocli" 120 "rping -s -a $SIW_IP -C 3 -v" "go-rping -c -a $SIW_IP -C 3 -v -V"

@@ -381,6 +381,21 @@ func (r *report) messages() {
 			ratio(r.ratios(c, t, "MB/s")), ratio(r.ratios(c, tb, "MB/s")), num(summarize(r.values(c, "allocs/op")).med)})
 	}
 	r.table(rows)
+	r.serverFirst()
+}
+
+// serverFirst reports BenchmarkServerFirst: connect to the server's first
+// 64-byte message, against TCP's dial to greeting.
+func (r *report) serverFirst() {
+	c, t := "BenchmarkServerFirst/impl=cmrt", "BenchmarkServerFirst/impl=tcp"
+	if r.reps(c) == 0 {
+		return
+	}
+	r.printf("  server speaks first, one connection at a time: connect to its first 64 B message (cmrt), dial to greeting (tcp), us, median [min..max]\n")
+	rows := [][]string{{"", "cmrt", "tcp", "cmrt/tcp"},
+		{"p50", spread(r.values(c, "connect-p50-us")), spread(r.values(t, "connect-p50-us")), ratio(r.ratios(c, t, "connect-p50-us"))},
+		{"p99", spread(r.values(c, "connect-p99-us")), spread(r.values(t, "connect-p99-us")), ratio(r.ratios(c, t, "connect-p99-us"))}}
+	r.table(rows)
 }
 
 func (r *report) scale() {

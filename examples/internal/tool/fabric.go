@@ -18,8 +18,10 @@ import (
 // software fabric is the one selected:
 //
 //	CMRT_SOFT_CRC=1          ask for MPA CRC32c
-//	CMRT_SOFT_P2P=write|read|write,read
-//	                         ask for MPA peer-to-peer mode with these RTRs
+//	CMRT_SOFT_P2P=write|read|write,read|off
+//	                         as initiator, offer these RTRs in MPA
+//	                         peer-to-peer mode (default write), or ask for
+//	                         no P2P mode (off, as siw's initiator)
 //	CMRT_SOFT_HOLD=10ms      responder's hold of its first FPDU (-1s: none)
 const (
 	EnvSoftCRC  = "CMRT_SOFT_CRC"
@@ -51,8 +53,12 @@ func Fabric() (fabric.Fabric, error) {
 				rtr |= soft.RTRWrite
 			case "read":
 				rtr |= soft.RTRRead
+			case "off":
+				if v != "off" {
+					return nil, fmt.Errorf("%s=%q: want write, read, write,read or off", EnvSoftP2P, v)
+				}
 			default:
-				return nil, fmt.Errorf("%s=%q: want write, read or write,read", EnvSoftP2P, v)
+				return nil, fmt.Errorf("%s=%q: want write, read, write,read or off", EnvSoftP2P, v)
 			}
 		}
 		opts = append(opts, soft.WithP2P(rtr))

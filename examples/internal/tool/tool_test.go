@@ -106,9 +106,15 @@ func TestFabric(t *testing.T) {
 	if _, err := Fabric(); err == nil {
 		t.Error("bad CMRT_SOFT_P2P accepted")
 	}
-	t.Setenv(EnvSoftP2P, "write")
-	if f, err := Fabric(); err != nil || f.Name() != "soft" {
-		t.Errorf("%v %v", f, err)
+	for _, v := range []string{"write", "off"} {
+		t.Setenv(EnvSoftP2P, v)
+		if f, err := Fabric(); err != nil || f.Name() != "soft" {
+			t.Errorf("%s: %v %v", v, f, err)
+		}
+	}
+	t.Setenv(EnvSoftP2P, "off,write")
+	if _, err := Fabric(); err == nil {
+		t.Error("CMRT_SOFT_P2P=off,write accepted")
 	}
 	t.Setenv("CMRT_FABRIC", "bogus")
 	if _, err := Fabric(); !errors.Is(err, syscall.ENODEV) {
@@ -208,7 +214,7 @@ func TestCreateEventChannel(t *testing.T) {
 	t.Setenv(EnvSoftP2P, "bogus")
 	w.Reset()
 	if ch, err := CreateEventChannel(&w); ch != nil || err == nil ||
-		w.String() != "failed to create RDMA CM event channel: CMRT_SOFT_P2P=\"bogus\": want write, read or write,read\n" {
+		w.String() != "failed to create RDMA CM event channel: CMRT_SOFT_P2P=\"bogus\": want write, read, write,read or off\n" {
 		t.Errorf("%v %v %q", ch, err, w.String())
 	}
 	t.Setenv(EnvSoftP2P, "")

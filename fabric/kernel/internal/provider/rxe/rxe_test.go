@@ -87,7 +87,7 @@ type fixture struct {
 	closed bool
 }
 
-func newFixture(t *testing.T, qpType uint8, sqSlots, rqSlots, cqSlots int) *fixture {
+func newFixture(t testing.TB, qpType uint8, sqSlots, rqSlots, cqSlots int) *fixture {
 	t.Helper()
 	m := providertest.NewMapper()
 	t.Cleanup(m.Release)
@@ -112,7 +112,7 @@ func newFixture(t *testing.T, qpType uint8, sqSlots, rqSlots, cqSlots int) *fixt
 	return f
 }
 
-func (f *fixture) close(t *testing.T) {
+func (f *fixture) close(t testing.TB) {
 	t.Helper()
 	f.closed = true
 	if err := f.qp.Close(); err != nil {

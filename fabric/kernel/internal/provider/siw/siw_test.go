@@ -100,7 +100,7 @@ type fixture struct {
 	qp provider.QP
 }
 
-func newFixture(t *testing.T, nsq, nrq, ncq uint32, sigAll bool) *fixture {
+func newFixture(t testing.TB, nsq, nrq, ncq uint32, sigAll bool) *fixture {
 	t.Helper()
 	m := providertest.NewMapper()
 	t.Cleanup(m.Release)

@@ -1,0 +1,167 @@
+package soft
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/internal/evq"
+)
+
+// source is the software fabric's event channel backend: an event FIFO
+// with an eventfd, and the endpoints that report to it.
+type source struct {
+	f *Fabric
+	q *evq.Queue
+
+	mu     sync.Mutex
+	eps    map[*endpoint]struct{}
+	closed bool
+}
+
+// Fabric implements fabric.EventSource.
+func (s *source) Fabric() fabric.Fabric { return s.f }
+
+// Fd implements fabric.EventSource.
+func (s *source) Fd() int { return s.q.Fd() }
+
+// Endpoints returns how many endpoints report to the source.
+func (s *source) Endpoints() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.eps)
+}
+
+// Create implements fabric.EventSource.
+func (s *source) Create(uid uint64, ps fabric.PortSpace, qp fabric.QPType) (fabric.Endpoint, error) {
+	ep := newEndpoint(s.f, ps, qp)
+	ep.uid, ep.src = uid, s
+	if !s.adopt(ep) {
+		return nil, fmt.Errorf("soft: channel closed: %w", syscall.EBADF)
+	}
+	return ep, nil
+}
+
+func (s *source) adopt(ep *endpoint) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	if s.eps == nil {
+		s.eps = make(map[*endpoint]struct{})
+	}
+	s.eps[ep] = struct{}{}
+	return true
+}
+
+func (s *source) forget(ep *endpoint) {
+	s.mu.Lock()
+	delete(s.eps, ep)
+	s.mu.Unlock()
+}
+
+// Next implements fabric.EventSource. Reading a CONNECT_REQUEST returns the
+// request's place in its listener's backlog, as ucma's get_event does.
+func (s *source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) error {
+	if err := s.q.Pop(ctx, block, ev); err != nil {
+		return err
+	}
+	if ev.Type == fabric.EventConnectRequest {
+		if child, ok := ev.Child.(*endpoint); ok {
+			child.requestRead()
+		}
+	}
+	return nil
+}
+
+// Migrate implements fabric.EventSource: the endpoint and its queued events move
+// here, in order, with no event of it reported in between.
+func (s *source) Migrate(e fabric.Endpoint) error {
+	ep, ok := e.(*endpoint)
+	if !ok || ep.f != s.f {
+		return fmt.Errorf("soft: endpoint of another fabric: %w", syscall.EINVAL)
+	}
+	if !s.adopt(ep) {
+		return fmt.Errorf("soft: channel closed: %w", syscall.EBADF)
+	}
+	ep.mu.Lock()
+	defer ep.mu.Unlock()
+	old := ep.src
+	if old == s {
+		return nil
+	}
+	if ep.destroyed {
+		s.forget(ep)
+		return fmt.Errorf("soft: endpoint destroyed: %w", syscall.EINVAL)
+	}
+	// The endpoint's own events and its multicast joins' (which carry the
+	// join's uid) move together, in order.
+	uids := ep.eventUIDsLocked()
+	if len(uids) > 0 {
+		moved := old.q.Extract(func(r *fabric.RawEvent) bool {
+			for _, u := range uids {
+				if r.UID == u {
+					return true
+				}
+			}
+			return false
+		})
+		// A listener's queued requests carry their new endpoints, which
+		// report to the listener's channel: they move with it.
+		for k := range moved {
+			if child, ok := moved[k].Child.(*endpoint); ok {
+				child.mu.Lock()
+				child.src = s
+				child.mu.Unlock()
+				old.forget(child)
+				s.adopt(child)
+			}
+		}
+		if err := s.q.PushAll(moved); err != nil {
+			return err
+		}
+	}
+	ep.src = s
+	old.forget(ep)
+	return nil
+}
+
+// Close implements fabric.EventSource: endpoints still on the source are
+// destroyed, as closing a channel destroys the kernel's ids on it.
+func (s *source) Close() error {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	eps := make([]*endpoint, 0, len(s.eps))
+	for ep := range s.eps {
+		eps = append(eps, ep)
+	}
+	s.mu.Unlock()
+	for _, ep := range eps {
+		_ = ep.Destroy()
+	}
+	for _, r := range s.q.Close() {
+		if r.Child != nil {
+			_ = r.Child.Reject(nil)
+			_ = r.Child.Destroy()
+		}
+	}
+	return nil
+}
+
+// eventUIDsLocked returns the uids the endpoint's events carry: its own
+// (0 before a request is accepted) and those of its multicast joins. ep.mu
+// is held.
+func (ep *endpoint) eventUIDsLocked() []uint64 {
+	var uids []uint64
+	if ep.uid != 0 {
+		uids = append(uids, ep.uid)
+	}
+	return ep.tp.appendUIDsLocked(uids)
+}

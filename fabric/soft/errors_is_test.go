@@ -1,5 +1,0 @@
-package soft_test
-
-import "errors"
-
-func errorsIs(err, target error) bool { return errors.Is(err, target) }

@@ -1,0 +1,176 @@
+package soft
+
+import (
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/cmrt/cmrt/internal/evloop"
+)
+
+// pollable is something a loop polls: a connection, a listener or a
+// datagram socket. Its methods run on the loop goroutine only.
+type pollable interface {
+	// onEvents handles readiness bits reported for the descriptor.
+	onEvents(events uint32)
+}
+
+// loop is one event loop (internal/evloop) of the fabric. Only its
+// goroutine touches the epoll set's table and the pollables' state; other
+// goroutines hand it work with post or call.
+type loop struct {
+	*evloop.Loop[pollable]
+	eng *engine
+	log zerolog.Logger
+}
+
+func dispatch(p pollable, events uint32) { p.onEvents(events) }
+
+func newLoop(e *engine) (*loop, error) {
+	opts := []evloop.Option{evloop.WithName("soft"), evloop.WithLogger(e.log), evloop.WithMaxEvents(256)}
+	if e.testTaskBudget > 0 {
+		opts = append(opts, evloop.WithTaskBudget(e.testTaskBudget))
+	}
+	l, err := evloop.New(dispatch, opts...)
+	if err != nil {
+		return nil, err
+	}
+	return &loop{Loop: l, eng: e, log: e.log}, nil
+}
+
+// post queues fn to run on the loop goroutine. It reports false, and fn does
+// not run, once the loop has stopped.
+func (l *loop) post(fn func()) bool { return l.Post(fn) }
+
+// call runs fn on the loop goroutine and waits for it. It must not be called
+// from the loop goroutine.
+func (l *loop) call(fn func()) { l.Call(fn) }
+
+// register adds fd to the epoll set for events, reporting to p. Loop only.
+func (l *loop) register(fd int, events uint32, p pollable) (uint32, error) {
+	return l.Register(fd, events, p)
+}
+
+// modify changes the events fd is polled for. Loop only.
+func (l *loop) modify(fd int, gen uint32, events uint32) error {
+	return l.Modify(fd, gen, events)
+}
+
+// unregister removes fd from the epoll set before it is closed. Loop only.
+func (l *loop) unregister(fd int) {
+	if err := l.Unregister(fd); err != nil && !evloop.IsNotRegistered(err) {
+		l.log.Warn().Err(err).Int("fd", fd).Msg("epoll delete")
+	}
+}
+
+// engine runs the loops of a fabric. A loop starts with the first socket
+// that needs it and stops once its last socket has been closed for the
+// grace period (WithIdleGrace), so a client making one connection at a
+// time keeps its loop, and an idle fabric holds no goroutine.
+type engine struct {
+	log   zerolog.Logger
+	grace time.Duration
+	// testTaskBudget, set by tests only, bounds the tasks a loop runs
+	// between two looks at its descriptors.
+	testTaskBudget int
+
+	mu   sync.Mutex
+	cur  *loop
+	refs int
+	idle idleTimer // armed while cur has no reference
+	// waiters counts the wait calls in progress: while there is one, a
+	// loop whose last reference goes stops at once, with no grace period
+	// (a connection a Destroy handed to its loop releases it after wait
+	// began).
+	waiters int
+	all     sync.WaitGroup
+}
+
+// acquire returns the running loop, starting one if needed, and counts a
+// reference to it. Every acquire is matched by a release on that loop.
+func (e *engine) acquire() (*loop, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.idle.disarm()
+	if e.cur == nil {
+		l, err := newLoop(e)
+		if err != nil {
+			return nil, err
+		}
+		e.cur, e.refs = l, 0
+		e.all.Add(1)
+		go func() {
+			defer e.all.Done()
+			l.Run()
+		}()
+	}
+	e.refs++
+	return e.cur, nil
+}
+
+// release drops a reference to l; after the last one, l stops once the
+// grace period passes without a new reference.
+func (e *engine) release(l *loop) {
+	e.mu.Lock()
+	if e.cur != l {
+		e.mu.Unlock()
+		return
+	}
+	e.refs--
+	var stop *loop
+	switch {
+	case e.refs > 0:
+	case e.grace <= 0 || e.waiters > 0:
+		stop = e.detachLocked()
+	default:
+		e.idle.arm(e.grace, func(gen uint64) { e.expire(l, gen) })
+	}
+	e.mu.Unlock()
+	stopLoop(stop)
+}
+
+// expire stops l when the grace timer of generation gen fires and l is
+// still idle.
+func (e *engine) expire(l *loop, gen uint64) {
+	e.mu.Lock()
+	var stop *loop
+	if e.idle.current(gen) && e.cur == l && e.refs == 0 {
+		stop = e.detachLocked()
+	}
+	e.mu.Unlock()
+	stopLoop(stop)
+}
+
+// detachLocked forgets the current loop, which has no reference, and
+// returns it for stopLoop. e.mu is held.
+func (e *engine) detachLocked() *loop {
+	l := e.cur
+	e.cur = nil
+	e.idle.disarm()
+	return l
+}
+
+// stopLoop asks l (if any) to stop once its queued tasks have run.
+func stopLoop(l *loop) {
+	if l != nil {
+		l.Stop()
+	}
+}
+
+// wait stops an idle loop at once, then blocks until every loop has
+// stopped; a loop whose last reference goes meanwhile stops at once too.
+func (e *engine) wait() {
+	e.mu.Lock()
+	e.waiters++
+	var stop *loop
+	if e.cur != nil && e.refs == 0 {
+		stop = e.detachLocked()
+	}
+	e.mu.Unlock()
+	stopLoop(stop)
+	e.all.Wait()
+	e.mu.Lock()
+	e.waiters--
+	e.mu.Unlock()
+}

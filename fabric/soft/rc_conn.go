@@ -1,0 +1,689 @@
+package soft
+
+import (
+	"container/list"
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/internal/iwarp"
+	"github.com/cmrt/cmrt/poll"
+)
+
+// connState is where a TCP connection is in the iWARP connection set-up.
+type connState uint8
+
+const (
+	csConnecting connState = iota // active: TCP connect in progress
+	csReqSent                     // active: MPA Request sent, waiting for the Reply
+	csWaitReq                     // passive: TCP accepted, waiting for the MPA Request
+	csReqRecv                     // passive: CONNECT_REQUEST reported, waiting for accept/reject
+	csRTS                         // MPA done: connected
+	csClosing                     // our FIN is sent or queued; draining until the peer's
+	csClosed
+)
+
+// maxHandshake bounds what a peer may send before the MPA exchange is done.
+const maxHandshake = iwarp.MPAHeaderLen + iwarp.MaxPrivateData
+
+// conn is one TCP connection of an RC id. Its fields, and those of its
+// data path, are guarded by mu: the loop takes it whenever it runs the
+// connection's code (its readiness, its timers, the tasks other goroutines
+// post for it), and a goroutine posting a send takes it to write on the
+// socket itself (rcPath.post). Closing the socket, and everything that
+// needs the loop's epoll set, happens on the loop only.
+type conn struct {
+	mu     sync.Mutex
+	l      *loop
+	f      *Fabric
+	fd     int
+	gen    uint32
+	state  connState
+	active bool
+	ep     *endpoint // nil on the passive side until the request arrives
+	lis    *listener // passive: the listener that accepted it
+	counts bool      // passive: counted in lis.pending
+
+	// passive, until the MPA Request comes: the listener's pool
+	src              netip.Addr // the source host the pool counts it under
+	inPool, inSource *list.Element
+
+	rbuf    []byte // handshake bytes
+	wbuf    []byte // bytes the socket did not take yet
+	out     bool   // EPOLLOUT armed
+	closeOK bool   // close once wbuf drains (after our FIN)
+	timer   *time.Timer
+
+	param fabric.ConnParam // active: what was asked for
+	req   iwarp.MPAFrame
+	reqPD [iwarp.MaxPrivateData]byte
+
+	crc      bool
+	ird, ord uint16
+
+	dp *rcPath // the RC data path, from RTS on (rc_path.go)
+}
+
+// armTimer (re)starts the connection's timer; on expiry onTimeout runs on
+// the loop if the connection is still the same registration.
+func (c *conn) armTimer(d time.Duration) {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	gen := c.gen
+	c.timer = time.AfterFunc(d, func() {
+		c.l.post(func() {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			if c.gen == gen && c.state != csClosed {
+				c.onTimeout()
+			}
+		})
+	})
+}
+
+func (c *conn) stopTimer() {
+	if c.timer != nil {
+		c.timer.Stop()
+		c.timer = nil
+	}
+}
+
+// startActive registers a connecting socket. connectErr is what connect(2)
+// returned, if it failed at once.
+func (c *conn) startActive(connectErr error) {
+	gen, err := c.l.register(c.fd, poll.In|poll.Out|poll.RDHup, c)
+	if err != nil {
+		c.failConnect(errnoOf(err))
+		return
+	}
+	c.gen, c.out = gen, true
+	c.armTimer(c.ep.connectTimeout(&c.param))
+	if connectErr != nil {
+		c.failConnect(errnoOf(connectErr))
+	}
+}
+
+// startPassive registers an accepted socket waiting for its MPA Request.
+func (c *conn) startPassive() {
+	gen, err := c.l.register(c.fd, poll.In|poll.RDHup, c)
+	if err != nil {
+		c.closeNow()
+		return
+	}
+	c.gen = gen
+	c.armTimer(c.f.opts.requestTimeout)
+}
+
+// onEvents implements pollable.
+func (c *conn) onEvents(ev uint32) {
+	c.mu.Lock()
+	c.events(ev)
+	c.mu.Unlock()
+}
+
+// events handles the socket's readiness. c.mu is held.
+func (c *conn) events(ev uint32) {
+	if c.state == csConnecting {
+		if ev&(poll.Out|poll.Err|poll.Hup) != 0 {
+			if e := soError(c.fd); e != 0 {
+				c.failConnect(e)
+			} else {
+				c.connected()
+			}
+		}
+		return
+	}
+	if ev&poll.Out != 0 {
+		c.flush()
+	}
+	if c.state != csClosed && ev&(poll.In|poll.Err|poll.Hup|poll.RDHup) != 0 {
+		c.readable()
+	}
+}
+
+// connected sends the MPA Request once TCP is up.
+func (c *conn) connected() {
+	if local := localAddr(c.fd); local.IsValid() && local == peerAddr(c.fd) {
+		// A TCP self-connect: the source port was the destination port and
+		// nothing listened there. Nobody can answer: the connection is
+		// refused, as Go's net package also treats it.
+		c.failConnect(syscall.ECONNREFUSED)
+		return
+	}
+	_ = unix.SetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	f := iwarp.MPAFrame{
+		Rev: iwarp.MPARev2, Enhanced: true, CRC: c.f.opts.crc,
+		IRD: uint16(clampRd(c.param.ResponderResources)), ORD: uint16(clampRd(c.param.InitiatorDepth)),
+		PrivateData: c.param.PrivateData,
+	}
+	c.offerP2P(&f)
+	c.req = f
+	b, err := iwarp.AppendMPA(make([]byte, 0, f.Len()), &f)
+	if err != nil {
+		c.failConnect(syscall.EINVAL)
+		return
+	}
+	c.state = csReqSent
+	c.setOut(false)
+	c.write(b)
+}
+
+// clampRd turns a requested read depth into what goes on the wire: 0xFF is
+// the device maximum, and at least 1 (siw copies the peer's values, and 0
+// would break RDMA Reads).
+func clampRd(v uint8) uint8 {
+	switch {
+	case v == fabric.MaxResponderResources || v > maxRdAtom:
+		return maxRdAtom
+	case v == 0:
+		return 1
+	}
+	return v
+}
+
+// connReadSize is how much readable reads at a time, into its stack.
+const connReadSize = 16 << 10
+
+// readable reads what the socket has.
+func (c *conn) readable() {
+	var buf [connReadSize]byte
+	for round := 0; round < 4 && c.state != csClosed; round++ {
+		n, err := unix.Read(c.fd, buf[:])
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EAGAIN:
+			return
+		case err != nil:
+			c.peerGone(errnoOf(err))
+			return
+		case n == 0:
+			c.peerGone(0)
+			return
+		}
+		c.received(buf[:n])
+		if n < len(buf) {
+			return
+		}
+	}
+}
+
+// received handles bytes from the peer according to the state.
+func (c *conn) received(b []byte) {
+	switch c.state {
+	case csReqSent, csWaitReq:
+		// A Reply may be followed at once by FPDUs (siw's responder sends
+		// them right behind it), so only a Request is bounded here;
+		// ParseMPA bounds the Reply itself.
+		if c.state == csWaitReq && len(c.rbuf)+len(b) > maxHandshake {
+			c.protocolError(errors.New("handshake too long"))
+			return
+		}
+		c.rbuf = append(c.rbuf, b...)
+		if c.state == csReqSent {
+			c.parseReply()
+		} else {
+			c.parseRequest()
+		}
+	case csReqRecv:
+		// The initiator must wait for our Reply before sending FPDUs.
+		c.protocolError(errors.New("data before the MPA Reply"))
+	case csRTS:
+		c.dp.rx(b)
+	case csClosing:
+		// Disconnecting: the QP is out of RTS and what the peer still
+		// sends is dropped, as siw drops it.
+	}
+}
+
+// parseReply completes the active side's MPA exchange.
+func (c *conn) parseReply() {
+	var f iwarp.MPAFrame
+	n, err := iwarp.ParseMPA(c.rbuf, &f)
+	if errors.Is(err, iwarp.ErrShort) {
+		return
+	}
+	ep := c.ep
+	switch {
+	case err != nil || !f.Reply:
+		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA reply")
+		c.failConnect(syscall.EPROTO)
+		return
+	case f.Reject:
+		raw := fabric.RawEvent{Type: fabric.EventRejected, Status: -int32(syscall.ECONNRESET)}
+		raw.SetPrivateData(f.PrivateData)
+		ep.emit(&raw)
+		c.stopTimer()
+		c.closeNow()
+		return
+	case c.req.Enhanced && (f.Rev != iwarp.MPARev2 || !f.Enhanced):
+		// siw resets a connection whose Reply drops the enhanced mode.
+		c.failConnect(syscall.ECONNRESET)
+		return
+	}
+	rtr, err := c.chosenRTR(&f)
+	if err != nil {
+		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA reply")
+		c.failConnect(syscall.EPROTO)
+		return
+	}
+	c.stopTimer()
+	c.crc = c.req.CRC || f.CRC
+	c.ird, c.ord = uint16(clampRd(c.param.ResponderResources)), uint16(clampRd(c.param.InitiatorDepth))
+	if f.HasIRDORD() {
+		c.ird = min(c.ird, max(f.ORD, 1)) // reads the peer may send us
+		c.ord = min(c.ord, max(f.IRD, 1)) // reads we may send the peer
+	}
+	c.state = csRTS
+	raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
+	raw.SetPrivateData(f.PrivateData)
+	rest := c.rbuf[n:]
+	c.rbuf = nil
+	c.startDataPath(false, false, rtr) // the RTR, if any, goes out first
+	ep.emit(&raw)
+	if len(rest) > 0 && c.state == csRTS {
+		c.dp.rx(rest) // FPDUs that came right behind the Reply
+	}
+}
+
+// parseRequest handles the passive side's MPA Request.
+func (c *conn) parseRequest() {
+	var f iwarp.MPAFrame
+	n, err := iwarp.ParseMPA(c.rbuf, &f)
+	if errors.Is(err, iwarp.ErrShort) {
+		return
+	}
+	switch {
+	case errors.Is(err, iwarp.ErrMarkers) || errors.Is(err, iwarp.ErrIRDORDMissing):
+		// siw answers with a Reject Reply, markers cleared.
+		rev := c.rbuf[iwarp.MPAKeyLen+1]
+		r := iwarp.MPAFrame{Reply: true, Reject: true, Rev: rev}
+		b, _ := iwarp.AppendMPA(nil, &r)
+		c.write(b)
+		c.finishClose()
+		return
+	case err != nil || f.Reply || n != len(c.rbuf):
+		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA request dropped")
+		c.closeNow()
+		return
+	}
+	c.stopTimer()
+	lis := c.lis
+	if lis.closed {
+		c.closeNow()
+		return
+	}
+	if !lis.admit(c) {
+		// The backlog is full of requests the user has not answered:
+		// refuse with a reset, as a full iWARP listener does.
+		c.f.log.Debug().Int("fd", c.fd).Msg("listener backlog full, connection refused")
+		_ = unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
+		c.closeNow()
+		return
+	}
+	pd := copy(c.reqPD[:], f.PrivateData)
+	f.PrivateData = c.reqPD[:pd]
+	c.req = f
+	c.rbuf = nil
+	child, err := lis.newChild(c)
+	if err != nil {
+		c.closeNow()
+		return
+	}
+	c.ep = child
+	c.state = csReqRecv
+	ird, ord := uint16(1), uint16(1)
+	if f.HasIRDORD() {
+		ird, ord = max(f.IRD, 1), max(f.ORD, 1)
+	}
+	// The request's values seen from the passive side: the reads the peer
+	// will issue need our responder resources, and vice versa.
+	raw := fabric.RawEvent{Type: fabric.EventConnectRequest, Child: child,
+		ResponderResources: uint8(min(ord, maxRdAtom)), InitiatorDepth: uint8(min(ird, maxRdAtom))}
+	raw.SetPrivateData(f.PrivateData)
+	if !lis.ep.emit(&raw) {
+		child.rc().destroyLocal()
+		c.closeNow()
+	}
+}
+
+// accept answers the request with an MPA Reply and reports ESTABLISHED.
+func (c *conn) accept(p *fabric.ConnParam) error {
+	if c.state != csReqRecv {
+		return syscall.ECONNRESET
+	}
+	r := iwarp.MPAFrame{
+		Reply: true, Rev: c.req.Rev, Enhanced: c.req.Enhanced, Flags: c.req.Flags,
+		CRC: c.req.CRC || c.f.opts.crc, PrivateData: p.PrivateData,
+	}
+	c.ird, c.ord = uint16(clampRd(p.ResponderResources)), uint16(clampRd(p.InitiatorDepth))
+	if c.req.HasIRDORD() {
+		c.ird = min(c.ird, max(c.req.ORD, 1))
+		c.ord = min(c.ord, max(c.req.IRD, 1))
+	}
+	r.IRD, r.ORD = c.ird, c.ord
+	p2p := c.replyRTR(&r)
+	b, err := iwarp.AppendMPA(make([]byte, 0, r.Len()), &r)
+	if err != nil {
+		return syscall.EINVAL
+	}
+	c.crc = r.CRC
+	c.state = csRTS
+	c.uncount()
+	c.write(b)
+	if c.state != csRTS {
+		return nil // the write failed: peerGone reported it
+	}
+	c.startDataPath(true, p2p, 0)
+	if !p2p { // in P2P mode ESTABLISHED waits for the RTR
+		raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
+		c.ep.emit(&raw)
+	}
+	return nil
+}
+
+// reject answers the request with a Reject Reply and closes. A request
+// whose connection is gone (the peer gave up) is ECONNRESET, as siw_reject
+// answers for an endpoint no longer holding an MPA request.
+func (c *conn) reject(pd []byte) error {
+	if c.state != csReqRecv {
+		return syscall.ECONNRESET
+	}
+	r := iwarp.MPAFrame{Reply: true, Reject: true, Rev: c.req.Rev, Enhanced: c.req.Enhanced, Flags: c.req.Flags,
+		IRD: 1, ORD: 1, PrivateData: pd}
+	if c.req.HasIRDORD() {
+		r.IRD, r.ORD = max(c.req.ORD, 1), max(c.req.IRD, 1)
+	}
+	if b, err := iwarp.AppendMPA(nil, &r); err == nil {
+		c.write(b)
+	}
+	c.uncount()
+	c.finishClose()
+	return nil
+}
+
+// uncount takes a passive connection out of its listener's pending count.
+func (c *conn) uncount() {
+	if c.counts {
+		c.counts = false
+		c.lis.pending--
+	}
+}
+
+// disconnect starts an orderly close: FIN after the queued bytes, then wait
+// for the peer's FIN (bounded by the linger timeout).
+func (c *conn) disconnect() {
+	switch c.state {
+	case csRTS:
+		c.finishClose()
+	case csReqSent, csConnecting:
+		c.closeNow()
+	}
+}
+
+// finishClose sends FIN once wbuf drains and closes when the peer's FIN
+// arrives or the linger timer expires.
+func (c *conn) finishClose() {
+	if c.state == csClosing || c.state == csClosed {
+		return
+	}
+	c.state = csClosing
+	c.closeOK = true
+	c.armTimer(c.f.opts.linger)
+	if len(c.wbuf) == 0 {
+		_ = unix.Shutdown(c.fd, unix.SHUT_WR)
+	}
+}
+
+// peerGone handles EOF (errno 0) or a socket error from the peer.
+func (c *conn) peerGone(e syscall.Errno) {
+	switch c.state {
+	case csReqSent:
+		// The peer closed during the MPA exchange: iWARP reports a reset.
+		if e == 0 {
+			e = syscall.ECONNRESET
+		}
+		c.failConnect(e)
+	case csRTS:
+		status := int32(0)
+		if e == syscall.ETIMEDOUT {
+			status = -int32(e)
+		}
+		c.ep.reportDisconnect(status)
+		c.closeNow()
+	default:
+		c.closeNow()
+	}
+}
+
+// onTimeout handles the connection timer.
+func (c *conn) onTimeout() {
+	switch c.state {
+	case csConnecting, csReqSent:
+		c.failConnect(syscall.ETIMEDOUT)
+	default:
+		c.f.log.Debug().Int("fd", c.fd).Uint8("state", uint8(c.state)).Msg("connection timed out, closing")
+		c.closeNow()
+	}
+}
+
+// protocolError closes a connection whose peer broke the protocol.
+func (c *conn) protocolError(err error) {
+	c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("protocol error, closing")
+	if c.state == csReqSent {
+		c.failConnect(syscall.EPROTO)
+		return
+	}
+	if c.state == csRTS && c.ep != nil {
+		c.ep.reportDisconnect(0)
+	}
+	c.closeNow()
+}
+
+// failConnect reports the failure of an active connection, as cma_iw_handler
+// maps iWARP statuses: refused or reset is REJECTED, no answer UNREACHABLE,
+// anything else CONNECT_ERROR.
+func (c *conn) failConnect(e syscall.Errno) {
+	t := fabric.EventConnectError
+	switch e {
+	case syscall.ECONNREFUSED, syscall.ECONNRESET:
+		t = fabric.EventRejected
+	case syscall.ETIMEDOUT, syscall.EHOSTUNREACH, syscall.ENETUNREACH:
+		t = fabric.EventUnreachable
+	}
+	if c.ep != nil {
+		c.ep.emitType(t, -int32(e))
+	}
+	c.closeNow()
+}
+
+// write sends b, queueing what the socket does not take.
+func (c *conn) write(b []byte) {
+	if c.state == csClosed {
+		return
+	}
+	if len(c.wbuf) > 0 {
+		c.wbuf = append(c.wbuf, b...)
+		return
+	}
+	for len(b) > 0 {
+		n, err := unix.Write(c.fd, b)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			break
+		}
+		if err != nil {
+			c.peerGone(errnoOf(err))
+			return
+		}
+		b = b[n:]
+	}
+	if len(b) > 0 {
+		c.wbuf = append(c.wbuf, b...)
+		c.setOut(true)
+	}
+}
+
+// flush writes queued bytes when the socket has room.
+func (c *conn) flush() {
+	for len(c.wbuf) > 0 {
+		n, err := unix.Write(c.fd, c.wbuf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err == unix.EAGAIN {
+			return
+		}
+		if err != nil {
+			c.wbuf = nil
+			c.peerGone(errnoOf(err))
+			return
+		}
+		c.wbuf = c.wbuf[n:]
+	}
+	c.wbuf = nil
+	c.setOut(false)
+	if c.closeOK {
+		_ = unix.Shutdown(c.fd, unix.SHUT_WR)
+	} else if c.dp != nil {
+		c.dp.writable()
+	}
+}
+
+func (c *conn) setOut(on bool) {
+	if c.out == on || c.state == csClosed {
+		return
+	}
+	c.out = on
+	ev := uint32(poll.In | poll.RDHup)
+	if on {
+		ev |= poll.Out
+	}
+	_ = c.l.modify(c.fd, c.gen, ev)
+}
+
+// Tasks the loop runs for a connection on behalf of other goroutines; each
+// takes c.mu.
+
+// taskStartActive registers a connecting socket (startActive).
+func (c *conn) taskStartActive(connectErr error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.startActive(connectErr)
+}
+
+// taskDisconnect starts an orderly close (disconnect).
+func (c *conn) taskDisconnect() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.disconnect()
+}
+
+// taskDestroy closes the connection of a destroyed id (destroy).
+func (c *conn) taskDestroy() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.destroy()
+}
+
+// taskCloseNow closes the connection at once (closeNow).
+func (c *conn) taskCloseNow() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closeNow()
+}
+
+// closeNow closes the socket at once and releases the loop. On the loop,
+// c.mu held.
+func (c *conn) closeNow() {
+	if c.state == csClosed {
+		return
+	}
+	c.state = csClosed
+	c.stopTimer()
+	c.uncount()
+	if c.lis != nil {
+		c.lis.waiting.remove(c)
+	}
+	c.closeDataPath()
+	c.l.unregister(c.fd)
+	_ = unix.Close(c.fd)
+	c.fd = -1
+	c.wbuf, c.rbuf = nil, nil
+	c.l.eng.release(c.l)
+}
+
+// destroy closes the connection because its id is destroyed: a pending
+// request is rejected; otherwise what the peer sent is drained (so the close
+// is a FIN, not a reset), queued bytes get one last try, and the socket is
+// closed.
+func (c *conn) destroy() {
+	switch c.state {
+	case csClosed:
+		return
+	case csReqRecv:
+		c.reject(nil)
+	}
+	if c.state == csClosed {
+		return
+	}
+	var buf [4096]byte
+	for k := 0; k < 64; k++ {
+		if n, err := unix.Read(c.fd, buf[:]); n <= 0 || err != nil {
+			break
+		}
+	}
+	if len(c.wbuf) > 0 {
+		_, _ = unix.Write(c.fd, c.wbuf)
+	}
+	c.closeNow()
+}
+
+// offerP2P asks for peer-to-peer mode in an MPA Request when the fabric is
+// configured for it.
+func (c *conn) offerP2P(f *iwarp.MPAFrame) {
+	if rtr := c.f.opts.rc.offer(); rtr != 0 {
+		f.P2P, f.WriteRTR, f.ReadRTR = true, rtr&RTRWrite != 0, rtr&RTRRead != 0
+	}
+}
+
+// replyRTR answers a P2P request in the MPA Reply r as siw does: a Write
+// RTR when offered, else a Read RTR, else Write. It reports whether P2P is
+// in effect.
+func (c *conn) replyRTR(r *iwarp.MPAFrame) bool {
+	if !c.req.HasIRDORD() || !c.req.P2P {
+		return false
+	}
+	r.P2P = true
+	if !c.req.WriteRTR && c.req.ReadRTR {
+		r.ReadRTR = true
+	} else {
+		r.WriteRTR = true
+	}
+	return true
+}
+
+// chosenRTR is the RTR an initiator sends after the Reply f: none when it
+// did not ask for P2P or the responder declined, and an error when the
+// responder chose a type it did not offer.
+func (c *conn) chosenRTR(f *iwarp.MPAFrame) (RTR, error) {
+	if !c.req.P2P || !f.HasIRDORD() || !f.P2P {
+		return 0, nil
+	}
+	switch {
+	case f.WriteRTR && c.req.WriteRTR:
+		return RTRWrite, nil
+	case f.ReadRTR && c.req.ReadRTR:
+		return RTRRead, nil
+	}
+	return 0, fmt.Errorf("soft: the responder chose an RTR not offered: %w", syscall.EPROTO)
+}
