@@ -224,12 +224,9 @@ func (t *rcTransport) disconnect() error {
 	// There is no connection to end while a request waits for its answer
 	// or once an attempt ended: the kernel's rdma_disconnect returns 0 and
 	// reports nothing, and the request can still be answered.
-	up := false
-	c.l.call(func() {
-		c.mu.Lock()
-		up = c.state == csRTS || c.state == csClosing
-		c.mu.Unlock()
-	})
+	c.mu.Lock() // guards state; no trip to the loop
+	up := c.state == csRTS || c.state == csClosing
+	c.mu.Unlock()
 	if !up {
 		return nil
 	}
