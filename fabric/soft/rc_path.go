@@ -9,6 +9,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
+	"github.com/cmrt/cmrt/internal/ring"
 )
 
 // Tuning of the data path.
@@ -128,12 +129,10 @@ type rcPath struct {
 	rxMSN  [3]uint32 // next MSN expected per queue number
 	rcv    rxRecv
 	wr     rxWrite
-	rrOn   bool       // a Read Response is being placed (ORQ head)
-	rrDone int        // bytes of it placed
-	irq    []irqEntry // ring, grown on demand up to ird entries
-	irqH   int
-	irqN   int
-	ird    int // the negotiated IRD: Read Requests the peer may have outstanding
+	rrOn   bool                // a Read Response is being placed (ORQ head)
+	rrDone int                 // bytes of it placed
+	irq    ring.Ring[irqEntry] // grown on demand up to ird entries
+	ird    int                 // the negotiated IRD: Read Requests the peer may have outstanding
 
 	// Send side.
 	tx      []byte // FPDUs built, tx[txOff:] not yet written
@@ -141,9 +140,7 @@ type rcPath struct {
 	txBase  uint64 // stream position of tx[0]
 	txMSN   [3]uint32
 	cur     txMsg
-	orq     []orqEntry
-	orqH    int
-	orqN    int
+	orq     ring.Ring[orqEntry] // grown on demand up to ord+1 entries (an RTR Read)
 	scratch [iwarp.ReadRequestLen + iwarp.LengthFieldLen]byte
 }
 
@@ -157,6 +154,7 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 	// RTR): most connections never issue a Read, and preallocating up to
 	// 129 entries each made them most of a connection's memory.
 	p := &rcPath{c: c, crc: c.crc, ord: max(int(c.ord), 1), ird: max(int(c.ird), 1), rtr: rtr}
+	p.irq, p.orq = ring.New[irqEntry](0, p.ird), ring.New[orqEntry](0, p.ord+1)
 	p.kickFn = p.runKick
 	p.df.SetCRC(c.crc)
 	for k := range p.rxMSN {
@@ -302,10 +300,8 @@ func (p *rcPath) detachQP(q *rcQP) {
 	}
 	p.qp = nil
 	p.rcv, p.wr, p.rrOn = rxRecv{}, rxWrite{}, false
-	clear(p.irq)
-	p.irqH, p.irqN = 0, 0
-	clear(p.orq)
-	p.orqH, p.orqN = 0, 0
+	p.irq.Clear()
+	p.orq.Clear()
 	if p.cur.kind == txSlot || p.cur.kind == txIRQ {
 		p.cur = txMsg{}
 	}
@@ -316,7 +312,7 @@ func (p *rcPath) detachQP(q *rcQP) {
 
 // busy reports whether a message or Read involving the QP is under way.
 func (p *rcPath) busy() bool {
-	return p.rcv.active || p.wr.active || p.rrOn || p.irqN > 0 || p.orqN > 0 ||
+	return p.rcv.active || p.wr.active || p.rrOn || p.irq.Len() > 0 || p.orq.Len() > 0 ||
 		p.cur.kind == txSlot || p.cur.kind == txIRQ
 }
 
@@ -499,8 +495,7 @@ func (p *rcPath) next() bool {
 		p.rtr = 0
 		return true
 	}
-	if p.irqN > 0 {
-		e := &p.irq[p.irqH]
+	if e := p.irq.Front(); e != nil {
 		*m = txMsg{kind: txIRQ, op: iwarp.OpReadResponse, payload: e.src, reg: e.m, stag: e.sinkSTag, to: e.sinkTO}
 		return true
 	}
@@ -515,7 +510,7 @@ func (p *rcPath) next() bool {
 			return false
 		}
 		s := q.sq.at(q.sqCur)
-		if s.wr.Opcode == fabric.WRRead && p.orqN >= p.ord {
+		if s.wr.Opcode == fabric.WRRead && p.orq.Len() >= p.ord {
 			q.mu.Unlock()
 			return false
 		}
@@ -558,23 +553,9 @@ func (p *rcPath) next() bool {
 	}
 }
 
-func (p *rcPath) pushORQ(e orqEntry) {
-	if p.orqN == len(p.orq) {
-		p.orq, p.orqH = growRing(p.orq, p.orqH, p.orqN, p.ord+1)
-	}
-	p.orq[(p.orqH+p.orqN)%len(p.orq)] = e
-	p.orqN++
-}
-
-// growRing returns a ring of twice the size (at least 4, at most limit)
-// holding ring's n entries from head, in order, from index 0.
-func growRing[T any](ring []T, head, n, limit int) ([]T, int) {
-	out := make([]T, min(max(2*len(ring), 4), max(limit, n+1)))
-	for k := 0; k < n; k++ {
-		out[k] = ring[(head+k)%len(ring)]
-	}
-	return out, 0
-}
+// pushORQ queues a Read we sent. The caller keeps the queue within ord
+// (and the RTR's Read): the ring's bound is never reached.
+func (p *rcPath) pushORQ(e orqEntry) { p.orq.Push(e) }
 
 // emit appends the next FPDU of the current message to tx. The payload's
 // region is checked right before its bytes are copied: a region
@@ -615,9 +596,7 @@ func (p *rcPath) emit() {
 	case txSlot:
 		m.slot.endPos = p.txBase + uint64(len(p.tx))
 	case txIRQ:
-		p.irq[p.irqH] = irqEntry{}
-		p.irqH = (p.irqH + 1) % len(p.irq)
-		p.irqN--
+		p.irq.PopFront()
 	}
 	*m = txMsg{}
 }
@@ -645,8 +624,8 @@ func (p *rcPath) abort(why error, st fabric.WCStatus) {
 	if p.dead {
 		return
 	}
-	if p.orqN > 0 {
-		if e := &p.orq[p.orqH]; e.slot != nil && !e.slot.done {
+	if e := p.orq.Front(); e != nil {
+		if e.slot != nil && !e.slot.done {
 			e.slot.done, e.slot.status = true, st
 		}
 	}

@@ -242,7 +242,7 @@ func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
 	case h.MSN != p.rxMSN[iwarp.QNReadRequest]:
 		p.terminate(termUTMSNRange, u, errMSN)
 		return
-	case p.irqN >= p.ird:
+	case p.irq.Len() >= p.ird:
 		p.terminate(termIRD, u, errIRD)
 		return
 	}
@@ -266,11 +266,7 @@ func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
 			return
 		}
 	}
-	if p.irqN == len(p.irq) {
-		p.irq, p.irqH = growRing(p.irq, p.irqH, p.irqN, p.ird)
-	}
-	p.irq[(p.irqH+p.irqN)%len(p.irq)] = irqEntry{sinkSTag: r.SinkSTag, sinkTO: r.SinkTO, src: src, m: m}
-	p.irqN++
+	p.irq.Push(irqEntry{sinkSTag: r.SinkSTag, sinkTO: r.SinkTO, src: src, m: m})
 }
 
 func (p *rcPath) rxReadResponse(h *iwarp.Header, payload, u []byte) {
@@ -279,13 +275,13 @@ func (p *rcPath) rxReadResponse(h *iwarp.Header, payload, u []byte) {
 		return
 	}
 	if !p.rrOn {
-		if p.orqN == 0 {
+		if p.orq.Len() == 0 {
 			p.terminate(termDDPCatastro, u, errNoRead)
 			return
 		}
 		p.rrOn, p.rrDone = true, 0
 	}
-	e := &p.orq[p.orqH]
+	e := p.orq.Front()
 	switch {
 	case h.STag != e.sinkSTag:
 		p.terminate(termTSTag, u, errSTag)
@@ -307,9 +303,7 @@ func (p *rcPath) rxReadResponse(h *iwarp.Header, payload, u []byte) {
 	if e.slot != nil {
 		e.slot.done, e.slot.status = true, fabric.WCSuccess
 	}
-	*e = orqEntry{}
-	p.orqH = (p.orqH + 1) % len(p.orq)
-	p.orqN--
+	p.orq.PopFront()
 	p.rrOn = false
 	p.completeSends()
 }
