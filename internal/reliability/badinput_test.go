@@ -607,11 +607,20 @@ func TestBadSIDR(t *testing.T) {
 	}
 	want(t, cch, id.EventEstablished, 5*time.Second)
 
-	// A flood of distinct requests nobody answers: at most backlog reach the
-	// user, the rest are dropped and logged.
+	// A flood of distinct requests nobody reads while it arrives: the
+	// backlog counts the requests queued and not yet read (as ucma's), so at
+	// most backlog reach the user and the rest are dropped and logged.
 	const flood = 500
 	for k := 0; k < flood; k++ {
 		_, _ = raw.WriteToUDPAddrPort(req(uint64(1000+k), nil), addr)
+	}
+	for prev, deadline := -1, time.Now().Add(5*time.Second); time.Now().Before(deadline); {
+		n := countLog(log.entries(), "soft: SIDR backlog full, request dropped", "from")
+		if n == prev && n > 0 {
+			break // the fabric has taken in the flood
+		}
+		prev = n
+		time.Sleep(100 * time.Millisecond)
 	}
 	var pending []*id.ID
 	for {
