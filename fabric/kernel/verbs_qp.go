@@ -341,7 +341,7 @@ func (q *vqp) toRTS() {
 	q.state = qpRTS
 	if q.pendingDB {
 		q.pendingDB = false
-		_ = q.vd.ctx.Write(q.db[:])
+		_ = q.vd.ctx.Doorbell(q.db[:])
 	}
 }
 
@@ -484,7 +484,7 @@ func (q *vqp) PostSend(wr *fabric.SendWR) error {
 	s.Inline = nil
 	if err == nil && db {
 		if q.state == qpRTS {
-			_ = q.vd.ctx.Write(q.db[:])
+			_ = q.vd.ctx.Doorbell(q.db[:])
 		} else {
 			q.pendingDB = true
 		}
