@@ -98,6 +98,9 @@ type simKernel struct {
 	mu      sync.Mutex
 	armed   map[uint32]bool
 	doorbel atomic.Int64
+	// onDoorbell, when set, runs within each doorbell's write, as the
+	// driver's requester runs within it.
+	onDoorbell func()
 	async   int // the write end of the async event descriptor
 }
 
@@ -179,6 +182,9 @@ func (s *simKernel) command(msg []byte) error {
 			s.t.Errorf("doorbell of QP %d", handle)
 		}
 		s.doorbel.Add(1)
+		if s.onDoorbell != nil {
+			s.onDoorbell()
+		}
 		s.sendAllLocked()
 	default:
 		s.t.Errorf("unexpected command %v", h.Cmd)
