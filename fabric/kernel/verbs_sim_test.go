@@ -101,7 +101,7 @@ type simKernel struct {
 	// onDoorbell, when set, runs within each doorbell's write, as the
 	// driver's requester runs within it.
 	onDoorbell func()
-	async   int // the write end of the async event descriptor
+	async      int // the write end of the async event descriptor
 }
 
 // newSim builds a QP of the given type on a simulated rxe device, in
