@@ -88,7 +88,7 @@ func main() { os.Exit(kcheck()) }
 // profile's end) have run.
 func kcheck() int {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kcheck devices|server|client|join|sync|errors|bench-server|bench-client|nodev|pp-server|pp-client [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kcheck devices|server|client|join|sync|errors|bench-server|bench-client|nodev|pp-server|pp-client|qps [flags]")
 		return 2
 	}
 	cmd := os.Args[1]
@@ -139,6 +139,8 @@ func run(cmd string) error {
 		err = pingpong(ctx, true)
 	case "pp-client":
 		err = pingpong(ctx, false)
+	case "qps":
+		err = qps()
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}
