@@ -2,13 +2,14 @@ package main
 
 import (
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/cmrt/cmrt/id"
 )
 
 // qps times the data path's set-up alone, for profiling it (-cpuprofile):
-// -c ids bound to the device address -b, a QP created on each (cmtime's
+// -c ids bound to the device address -b (any port), a QP created on each (cmtime's
 // "create qp" step, without the connection), then each destroyed.
 //
 //	kcheck qps -b IP [-c N]
@@ -27,7 +28,7 @@ func qps() error {
 			return err
 		}
 		ids = append(ids, c)
-		if err := c.Bind(addrPort(*bindAddr)); err != nil {
+		if err := c.Bind(netip.AddrPortFrom(addrPort(*bindAddr).Addr(), 0)); err != nil {
 			return err
 		}
 	}
