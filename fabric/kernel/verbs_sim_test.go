@@ -98,6 +98,7 @@ type simKernel struct {
 	mu      sync.Mutex
 	armed   map[uint32]bool
 	doorbel atomic.Int64
+	cmds    atomic.Int64 // commands written, doorbells included
 	// onDoorbell, when set, runs within each doorbell's write, as the
 	// driver's requester runs within it.
 	onDoorbell func()
@@ -172,6 +173,7 @@ func (s *simKernel) command(msg []byte) error {
 		return syscall.EINVAL
 	}
 	handle := binary.NativeEndian.Uint32(msg[8:])
+	s.cmds.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch h.Cmd {

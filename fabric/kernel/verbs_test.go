@@ -580,6 +580,38 @@ func TestVerbsNoAllocation(t *testing.T) {
 	}
 }
 
+// TestVerbsBusyPollCommands: a busy-polling ping-pong (queues never
+// armed, no Fd) writes one command per message sent, its doorbell, as
+// rdma-core's rxe provider does; polling, empty or not, writes none.
+func TestVerbsBusyPollCommands(t *testing.T) {
+	s := newSim(t, false, qpRTS)
+	q := s.q
+	buf := make([]byte, 64)
+	m := s.region(buf, fabric.AccessLocalWrite)
+	wcs := make([]fabric.WC, 4)
+	scq, rcq := q.SendCQ(), q.RecvCQ()
+	const n = 100
+	for k := 0; k < n; k++ {
+		if err := q.PostRecv(&fabric.RecvWR{WRID: 2, Buf: buf, MR: m}); err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 10; j++ {
+			if rcq.Poll(wcs) != 0 || scq.Poll(wcs) != 0 {
+				t.Fatal("completion before any message")
+			}
+		}
+		s.deliver([]byte("ping"), [4]byte{}, 0)
+		waitFor(t, "the receive", func() bool { return rcq.Poll(wcs) == 1 })
+		if err := q.PostSend(&fabric.SendWR{WRID: 1, Opcode: fabric.WRSend, Flags: fabric.SendSignaled, Buf: buf[:4], MR: m}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the send", func() bool { return scq.Poll(wcs) == 1 })
+	}
+	if c, d := s.cmds.Load(), s.doorbel.Load(); c != n || d != n {
+		t.Fatalf("%d commands, %d doorbells for %d messages sent; want one doorbell each", c, d, n)
+	}
+}
+
 // BenchmarkVerbsPostPoll is one message each way through the glue and the
 // rxe provider, against the simulated kernel: a posted receive, a
 // delivered message, its completion; a posted send, its doorbell, its
