@@ -24,9 +24,9 @@ const (
 // ibv_open_device returns): the command descriptor, scratch memory for
 // responses, and the async event descriptor GET_CONTEXT created.
 //
-// Exec serializes commands on the scratch memory; Write issues pre-encoded
-// commands (doorbells, notification requests) without a lock: their
-// callers keep their own command and response memory. The owner must not
+// Exec serializes commands on the scratch memory; Write and Doorbell issue
+// pre-encoded commands (doorbells, notification requests) without a lock:
+// their callers keep their own command and response memory. The owner must not
 // Close a Context while objects created on it are still in use.
 type Context struct {
 	path           string
