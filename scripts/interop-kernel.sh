@@ -18,7 +18,9 @@
 #      KBENCH_SKIP_CMTIME=1, KRACE_SKIP=1 (no race-detector run of the
 #      device tests), KV_CMTIME_N, KV_SKIP_BENCH (kernel-verbs.sh),
 #      KB_N, KB_ITERS, KB_PINGS, KB_REPS (kernel-bench.sh), KB_OUT (where
-#      --bench keeps its log; default a new /tmp/cmrt-kbench.*).
+#      --bench keeps its log; default a new /tmp/cmrt-kbench.*),
+#      KB_BASE_KCHECK (a static kcheck from another tree, run as
+#      kcheck-base next to this tree's for a before/after in one boot).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export VM_OUT=${VM_OUT:-/work/vm/out} VM_DL=${VM_DL:-/work/vm/dl}
@@ -32,6 +34,7 @@ for e in ucmatose rping udaddy mckey rdma_server rdma_client cmtime; do
 	CGO_ENABLED=0 go build -trimpath -o "$tmp/go-$e" "./examples/$e"
 done
 cp test/vm/kernel.sh test/vm/kernel-verbs.sh test/vm/kernel-bench.sh "$tmp/"
+[ -n "${KB_BASE_KCHECK:-}" ] && cp "$KB_BASE_KCHECK" "$tmp/kcheck-base"
 
 # boot NAME SCRIPT ENV: one VM run of a script; fails on any FAIL result,
 # a missing summary or a failed run.

@@ -189,7 +189,7 @@ func (c *vcq) rearmLocked() {
 	}
 	c.dirty = false
 	if c.prov.Arm(false) {
-		if err := c.vd.ctx.Write(c.notify[:]); err != nil {
+		if err := c.vd.ctx.Doorbell(c.notify[:]); err != nil {
 			c.armed = false // not armed: the next look tries again
 			return
 		}

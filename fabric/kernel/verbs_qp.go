@@ -71,6 +71,7 @@ type vqp struct {
 	state     qpState     // written under sqMu and rqMu
 	pendingDB bool
 	destroyed bool
+	bells     sync.WaitGroup // doorbells being rung (added to under sqMu while not destroyed)
 	swr       provider.SendWR
 	ahs       map[fabric.AHAttr]udAH
 
@@ -334,15 +335,30 @@ func (q *vqp) connect(fd int, b *ucma.Buffers, resp, depth uint8) error {
 // that waited.
 func (q *vqp) toRTS() {
 	q.sqMu.Lock()
-	defer q.sqMu.Unlock()
 	if q.state != qpInit || q.destroyed {
+		q.sqMu.Unlock()
 		return
 	}
 	q.state = qpRTS
-	if q.pendingDB {
+	bell := q.pendingDB
+	if bell {
 		q.pendingDB = false
-		_ = q.vd.ctx.Write(q.db[:])
+		q.bells.Add(1)
 	}
+	q.sqMu.Unlock()
+	if bell {
+		q.ring()
+	}
+}
+
+// ring writes the doorbell, outside sqMu: the system call does the
+// driver's sending work (rxe runs its requester in it), which other
+// posters need not wait for. The caller did q.bells.Add(1) under sqMu
+// while the QP was not destroyed; destroy waits for the doorbells rung
+// before it destroys the QP and closes the device file.
+func (q *vqp) ring() {
+	_ = q.vd.ctx.Doorbell(q.db[:])
+	q.bells.Done()
 }
 
 // toErr moves the QP to the error state (state is uverbs.QPStateErr, or
@@ -482,14 +498,19 @@ func (q *vqp) PostSend(wr *fabric.SendWR) error {
 	}
 	db, err := q.prov.PostSend(s)
 	s.Inline = nil
+	bell := false
 	if err == nil && db {
 		if q.state == qpRTS {
-			_ = q.vd.ctx.Write(q.db[:])
+			bell = true
+			q.bells.Add(1)
 		} else {
 			q.pendingDB = true
 		}
 	}
 	q.sqMu.Unlock()
+	if bell {
+		q.ring()
+	}
 	return postErr("post_send", err)
 }
 
@@ -572,6 +593,7 @@ func (q *vqp) destroy() error {
 	if dup {
 		return einval("destroy_qp: QP destroyed")
 	}
+	q.bells.Wait() // no doorbell once the QP's handle or the file may be reused
 	vd := q.vd
 	_, err := vd.ctx.Exec(&uverbs.DestroyQP{Handle: q.handle})
 	vd.dropQP(q.uhandle)

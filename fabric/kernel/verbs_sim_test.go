@@ -98,7 +98,11 @@ type simKernel struct {
 	mu      sync.Mutex
 	armed   map[uint32]bool
 	doorbel atomic.Int64
-	async   int // the write end of the async event descriptor
+	cmds    atomic.Int64 // commands written, doorbells included
+	// onDoorbell, when set, runs within each doorbell's write, as the
+	// driver's requester runs within it.
+	onDoorbell func()
+	async      int // the write end of the async event descriptor
 }
 
 // newSim builds a QP of the given type on a simulated rxe device, in
@@ -169,6 +173,7 @@ func (s *simKernel) command(msg []byte) error {
 		return syscall.EINVAL
 	}
 	handle := binary.NativeEndian.Uint32(msg[8:])
+	s.cmds.Add(1)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch h.Cmd {
@@ -179,6 +184,9 @@ func (s *simKernel) command(msg []byte) error {
 			s.t.Errorf("doorbell of QP %d", handle)
 		}
 		s.doorbel.Add(1)
+		if s.onDoorbell != nil {
+			s.onDoorbell()
+		}
 		s.sendAllLocked()
 	default:
 		s.t.Errorf("unexpected command %v", h.Cmd)

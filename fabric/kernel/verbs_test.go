@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -110,6 +111,86 @@ func TestVerbsSendsWaitForRTS(t *testing.T) {
 	}
 	if n := s.doorbel.Load(); n != 1 {
 		t.Fatalf("%d doorbells at RTS, want 1", n)
+	}
+}
+
+// The doorbell is written without the send queue's lock: the system call
+// runs the driver's sending (rxe's requester), which another poster on the
+// same QP need not wait for. Before RTS no doorbell is rung; the one rung
+// at RTS is outside the lock too.
+func TestVerbsDoorbellOutsideLock(t *testing.T) {
+	for _, st := range []qpState{qpRTS, qpInit} {
+		s := newSim(t, false, st)
+		q := s.q
+		var rung, free atomic.Int64
+		s.onDoorbell = func() {
+			rung.Add(1)
+			if q.sqMu.TryLock() {
+				free.Add(1)
+				q.sqMu.Unlock()
+			}
+		}
+		if err := q.PostSend(&fabric.SendWR{WRID: 1, Opcode: fabric.WRSend, Flags: fabric.SendSignaled | fabric.SendInline, Buf: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+		if st == qpInit {
+			if rung.Load() != 0 {
+				t.Fatal("doorbell before RTS")
+			}
+			q.toRTS()
+		}
+		if wc := pollOne(t, q.SendCQ()); wc.WRID != 1 || wc.Status != fabric.WCSuccess {
+			t.Fatalf("state %d: completion %+v", st, wc)
+		}
+		if rung.Load() != 1 || free.Load() != 1 {
+			t.Fatalf("state %d: %d doorbells, %d of them with the send queue's lock free", st, rung.Load(), free.Load())
+		}
+	}
+}
+
+// Destroy waits for a doorbell being rung (its write names the QP's handle
+// on the device file, both of which destroy gives back), and later posts
+// fail with EINVAL.
+func TestVerbsDestroyWaitsForDoorbell(t *testing.T) {
+	s := newSim(t, false, qpRTS)
+	q := s.q
+	s.vd.f, s.vd.refs = &Fabric{}, 2 // destroy's release leaves the simulated context open
+	entered, gate := make(chan struct{}), make(chan struct{})
+	s.onDoorbell = func() {
+		close(entered)
+		<-gate
+	}
+	posted := make(chan error, 1)
+	go func() {
+		posted <- q.PostSend(&fabric.SendWR{WRID: 1, Opcode: fabric.WRSend, Flags: fabric.SendInline, Buf: []byte("x")})
+	}()
+	select {
+	case <-entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no doorbell")
+	}
+	s.onDoorbell = nil
+	destroyed := make(chan struct{})
+	go func() {
+		_ = q.destroy()
+		close(destroyed)
+	}()
+	select {
+	case <-destroyed:
+		t.Fatal("destroy returned while a doorbell was being rung")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	select {
+	case <-destroyed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("destroy did not return after the doorbell")
+	}
+	if err := <-posted; err != nil {
+		t.Fatalf("post: %v", err)
+	}
+	if err := q.PostSend(&fabric.SendWR{WRID: 2, Opcode: fabric.WRSend, Flags: fabric.SendInline, Buf: []byte("x")}); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("post after destroy: %v", err)
 	}
 }
 
@@ -496,6 +577,38 @@ func TestVerbsNoAllocation(t *testing.T) {
 	// encoding on some paths; the data path must add nothing.
 	if allocs > 0 {
 		t.Fatalf("%v allocations per message", allocs)
+	}
+}
+
+// TestVerbsBusyPollCommands: a busy-polling ping-pong (queues never
+// armed, no Fd) writes one command per message sent, its doorbell, as
+// rdma-core's rxe provider does; polling, empty or not, writes none.
+func TestVerbsBusyPollCommands(t *testing.T) {
+	s := newSim(t, false, qpRTS)
+	q := s.q
+	buf := make([]byte, 64)
+	m := s.region(buf, fabric.AccessLocalWrite)
+	wcs := make([]fabric.WC, 4)
+	scq, rcq := q.SendCQ(), q.RecvCQ()
+	const n = 100
+	for k := 0; k < n; k++ {
+		if err := q.PostRecv(&fabric.RecvWR{WRID: 2, Buf: buf, MR: m}); err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 10; j++ {
+			if rcq.Poll(wcs) != 0 || scq.Poll(wcs) != 0 {
+				t.Fatal("completion before any message")
+			}
+		}
+		s.deliver([]byte("ping"), [4]byte{}, 0)
+		waitFor(t, "the receive", func() bool { return rcq.Poll(wcs) == 1 })
+		if err := q.PostSend(&fabric.SendWR{WRID: 1, Opcode: fabric.WRSend, Flags: fabric.SendSignaled, Buf: buf[:4], MR: m}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the send", func() bool { return scq.Poll(wcs) == 1 })
+	}
+	if c, d := s.cmds.Load(), s.doorbel.Load(); c != n || d != n {
+		t.Fatalf("%d commands, %d doorbells for %d messages sent; want one doorbell each", c, d, n)
 	}
 }
 

@@ -53,26 +53,27 @@ var nextQPN = uint32(os.Getpid()&0x3fff) << 8
 func uniqueQPN() uint32 { nextQPN++; return nextQPN & 0xFFFFFF }
 
 var (
-	fs       = flag.NewFlagSet("kcheck", flag.ExitOnError)
-	bindAddr = fs.String("b", "", "local address")
-	srvAddr  = fs.String("s", "", "server address")
-	port     = fs.Uint("p", 7471, "port")
-	psName   = fs.String("ps", "tcp", "port space: tcp or udp")
-	count    = fs.Int("n", 1, "connections to serve")
-	conns    = fs.Int("c", 100, "connections (bench)")
-	reject   = fs.Bool("reject", false, "reject connection requests")
-	disc     = fs.String("disc", "server", "which side disconnects first: server or client")
-	expect   = fs.String("expect", "established", "expected outcome: established, rejected, unreachable, connect-einval (client), accept-einval (server)")
-	group    = fs.String("m", "", "multicast group")
-	sendOnly = fs.Bool("sendonly", false, "join send-only")
-	hold     = fs.Duration("hold", 0, "stay joined this long")
-	timeout  = fs.Duration("t", 20*time.Second, "overall timeout")
-	status   = fs.Int("status", 0, "expected status of REJECTED or UNREACHABLE (0: any)")
-	noAFIB   = fs.Bool("noafib", false, "use the pre-AF_IB commands (BIND_IP, RESOLVE_IP, QUERY_ROUTE, JOIN_IP_MCAST)")
-	ppSize   = fs.Int("size", 4096, "message size (pp-server, pp-client)")
-	ppIters  = fs.Int("iters", 1000, "iterations (pp-server, pp-client)")
-	ppEvents = fs.Bool("e", false, "wait for completion events instead of busy polling (pp-server, pp-client)")
-	cpuProf  = fs.String("cpuprofile", "", "write a CPU profile to this file")
+	fs        = flag.NewFlagSet("kcheck", flag.ExitOnError)
+	bindAddr  = fs.String("b", "", "local address")
+	srvAddr   = fs.String("s", "", "server address")
+	port      = fs.Uint("p", 7471, "port")
+	psName    = fs.String("ps", "tcp", "port space: tcp or udp")
+	count     = fs.Int("n", 1, "connections to serve")
+	conns     = fs.Int("c", 100, "connections (bench)")
+	reject    = fs.Bool("reject", false, "reject connection requests")
+	disc      = fs.String("disc", "server", "which side disconnects first: server or client")
+	expect    = fs.String("expect", "established", "expected outcome: established, rejected, unreachable, connect-einval (client), accept-einval (server)")
+	group     = fs.String("m", "", "multicast group")
+	sendOnly  = fs.Bool("sendonly", false, "join send-only")
+	hold      = fs.Duration("hold", 0, "stay joined this long")
+	timeout   = fs.Duration("t", 20*time.Second, "overall timeout")
+	status    = fs.Int("status", 0, "expected status of REJECTED or UNREACHABLE (0: any)")
+	noAFIB    = fs.Bool("noafib", false, "use the pre-AF_IB commands (BIND_IP, RESOLVE_IP, QUERY_ROUTE, JOIN_IP_MCAST)")
+	ppSize    = fs.Int("size", 4096, "message size (pp-server, pp-client)")
+	ppIters   = fs.Int("iters", 1000, "iterations (pp-server, pp-client)")
+	ppEvents  = fs.Bool("e", false, "wait for completion events instead of busy polling (pp-server, pp-client)")
+	ppThreads = fs.Bool("threads", false, "print each thread's CPU time and context switches over the timed loop (pp-server, pp-client)")
+	cpuProf   = fs.String("cpuprofile", "", "write a CPU profile to this file")
 )
 
 var netip0 netip.AddrPort
@@ -87,7 +88,7 @@ func main() { os.Exit(kcheck()) }
 // profile's end) have run.
 func kcheck() int {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: kcheck devices|server|client|join|sync|errors|bench-server|bench-client|nodev|pp-server|pp-client [flags]")
+		fmt.Fprintln(os.Stderr, "usage: kcheck devices|server|client|join|sync|errors|bench-server|bench-client|nodev|pp-server|pp-client|qps [flags]")
 		return 2
 	}
 	cmd := os.Args[1]
@@ -138,6 +139,8 @@ func run(cmd string) error {
 		err = pingpong(ctx, true)
 	case "pp-client":
 		err = pingpong(ctx, false)
+	case "qps":
+		err = qps()
 	default:
 		err = fmt.Errorf("unknown command %q", cmd)
 	}

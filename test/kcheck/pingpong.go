@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"syscall"
 	"time"
 
 	"github.com/cmrt/cmrt/id"
@@ -19,8 +20,13 @@ import (
 // completions come from the id's two CQs instead of one shared CQ; neither
 // is inside the timed loop.
 //
-//	kcheck pp-server -b IP [-p PORT] [-size N] [-iters N] [-e]
-//	kcheck pp-client -s IP [-p PORT] [-size N] [-iters N] [-e]
+// After the result line it prints what the loop cost the process per
+// iteration (user and system CPU time, context switches, empty polls) and,
+// with -threads, each thread's share: where the runtime's own threads
+// (sysmon, idle Ms) take time from the loop's.
+//
+//	kcheck pp-server -b IP [-p PORT] [-size N] [-iters N] [-e] [-threads]
+//	kcheck pp-client -s IP [-p PORT] [-size N] [-iters N] [-e] [-threads]
 
 const (
 	ppRecvWRID = 1
@@ -137,8 +143,14 @@ func ppLoop(ctx context.Context, c *id.ID, client bool) error {
 	routs := ppRxDepth
 	var wcs [2]id.WC
 	cqs := [2]id.CQ{scq, rcq}
+	var th0 map[string]threadStat
+	if *ppThreads {
+		th0 = threadStats()
+	}
+	var ru0 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	start := time.Now()
-	scnt, rcnt := 0, 0
+	scnt, rcnt, empty := 0, 0, 0
 	for rcnt < iters || scnt < iters {
 		if ctx.Err() != nil {
 			return fmt.Errorf("after %d/%d iterations: %w", scnt, rcnt, ctx.Err())
@@ -173,6 +185,9 @@ func ppLoop(ctx context.Context, c *id.ID, client bool) error {
 				}
 			}
 		}
+		if got == 0 {
+			empty++
+		}
 		if got == 0 && *ppEvents {
 			// ibv_get_cq_event on the queue of what is awaited.
 			cq := rcq
@@ -185,9 +200,20 @@ func ppLoop(ctx context.Context, c *id.ID, client bool) error {
 		}
 	}
 	el := time.Since(start)
+	if *ppThreads {
+		printThreadStats(th0, threadStats(), iters)
+	}
 	usec := float64(el.Microseconds())
 	bytes := int64(*ppSize) * int64(iters) * 2
 	fmt.Printf("%d bytes in %.2f seconds = %.2f Mbit/sec\n", bytes, usec/1e6, float64(bytes)*8/usec)
 	fmt.Printf("%d iters in %.2f seconds = %.2f usec/iter\n", iters, usec/1e6, usec/float64(iters))
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	tv := func(a, b syscall.Timeval) float64 { return float64(b.Nano()-a.Nano()) / 1e3 / float64(iters) }
+	// Not in ibv_rc_pingpong's output: the process's CPU time and context
+	// switches over the timed loop, per iteration, and the empty polls.
+	fmt.Printf("per iter: user %.1f usec, sys %.1f usec, %.2f voluntary and %.2f involuntary context switches, %.1f empty polls\n",
+		tv(ru0.Utime, ru.Utime), tv(ru0.Stime, ru.Stime), float64(ru.Nvcsw-ru0.Nvcsw)/float64(iters),
+		float64(ru.Nivcsw-ru0.Nivcsw)/float64(iters), float64(empty)/float64(iters))
 	return nil
 }

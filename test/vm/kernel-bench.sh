@@ -3,9 +3,13 @@
 # against cmrt's Go cmtime on the kernel fabric, same connection count, on
 # rxe0 and siw0) and message ping-pong latency (rdma-core's ibv_rc_pingpong
 # against kcheck pp-server/pp-client, its Go counterpart, on rxe0, event
-# driven and busy polling; and rping without -v, C against Go). Each case
+# driven and busy polling, the latter also with GOMAXPROCS=1, as single
+# threaded as the C program; and rping without -v, C against Go). Each case
 # runs KB_REPS times, the order of C and Go alternating. Needs go-cmtime,
-# go-rping and kcheck in /extra. Run by scripts/interop-kernel.sh --bench.
+# go-rping and kcheck in /extra; with kcheck-base there too (a kcheck built
+# from another tree: scripts/interop-kernel.sh --bench with KB_BASE_KCHECK)
+# the busy ping-pong also runs with it, for a before/after in one boot.
+# Run by scripts/interop-kernel.sh --bench.
 #
 # Env: KB_N (cmtime connections, 50: siw allows 71 QPs per process),
 # KB_ITERS (ping-pong iterations, 1000), KB_PINGS (rping iterations, 300),
@@ -32,6 +36,11 @@ cm_c() { PERSIST=1 pair "cmtime-$1-c-$2" 120 "cmtime -b $3 -p $4 -c $N" "cmtime 
 cm_go() { PERSIST=1 pair "cmtime-$1-go-$2" 120 "env CMRT_FABRIC=kernel go-cmtime -b $3 -p $4 -O 0 -c $N" "env CMRT_FABRIC=kernel go-cmtime -s $3 -p $4 -O 0 -c $N"; }
 pp_c() { pair "pp-rxe$1-c-$2" 300 "ibv_rc_pingpong -d rxe0 -g $G -n $IT $1" "ibv_rc_pingpong -d rxe0 -g $G -n $IT $1 127.0.0.1"; }
 pp_go() { pair "pp-rxe$1-go-$2" 300 "kcheck pp-server -b $RXE_IP -p $3 -iters $IT $1 -t 280s" "kcheck pp-client -s $RXE_IP -p $3 -iters $IT $1 -t 280s"; }
+pp_go1() { pair "pp-rxe-go1-$1" 300 "env GOMAXPROCS=1 kcheck pp-server -b $RXE_IP -p $2 -iters $IT -t 280s" "env GOMAXPROCS=1 kcheck pp-client -s $RXE_IP -p $2 -iters $IT -t 280s"; }
+pp_base() {
+	[ -x /extra/kcheck-base ] || return 0
+	pair "pp-rxe-base-$1" 300 "kcheck-base pp-server -b $RXE_IP -p $2 -iters $IT -t 280s" "kcheck-base pp-client -s $RXE_IP -p $2 -iters $IT -t 280s"
+}
 rp_c() { pair "rping-rxe-c-$1" 300 "rping -s -a $RXE_IP -p $2 -C $PINGS" "rping -c -a $RXE_IP -p $2 -C $PINGS"; }
 rp_go() { pair "rping-rxe-go-$1" 300 "env CMRT_FABRIC=kernel go-rping -s -a $RXE_IP -p $2 -C $PINGS" "env CMRT_FABRIC=kernel go-rping -c -a $RXE_IP -p $2 -C $PINGS"; }
 
@@ -47,10 +56,12 @@ while [ "$rep" -le "$R" ]; do
 		cm_c rxe $rep $RXE_IP $p; cm_go rxe $rep $RXE_IP $((p + 1))
 		cm_c siw $rep $SIW_IP $((p + 2)); cm_go siw $rep $SIW_IP $((p + 3))
 		pp_c -e $rep; pp_go -e $rep $((p + 4)); pp_c "" $rep; pp_go "" $rep $((p + 5))
+		pp_go1 $rep $((p + 8)); pp_base $rep $((p + 9))
 		rp_c $rep $((p + 6)); rp_go $rep $((p + 7))
 	else
 		cm_go rxe $rep $RXE_IP $((p + 1)); cm_c rxe $rep $RXE_IP $p
 		cm_go siw $rep $SIW_IP $((p + 3)); cm_c siw $rep $SIW_IP $((p + 2))
+		pp_base $rep $((p + 9)); pp_go1 $rep $((p + 8))
 		pp_go -e $rep $((p + 4)); pp_c -e $rep; pp_go "" $rep $((p + 5)); pp_c "" $rep
 		rp_go $rep $((p + 7)); rp_c $rep $((p + 6))
 	fi

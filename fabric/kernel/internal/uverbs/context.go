@@ -24,9 +24,9 @@ const (
 // ibv_open_device returns): the command descriptor, scratch memory for
 // responses, and the async event descriptor GET_CONTEXT created.
 //
-// Exec serializes commands on the scratch memory; Write issues pre-encoded
-// commands (doorbells, notification requests) without a lock: their
-// callers keep their own command and response memory. The owner must not
+// Exec serializes commands on the scratch memory; Write and Doorbell issue
+// pre-encoded commands (doorbells, notification requests) without a lock:
+// their callers keep their own command and response memory. The owner must not
 // Close a Context while objects created on it are still in use.
 type Context struct {
 	path           string
@@ -135,6 +135,38 @@ func (c *Context) Write(msg []byte) error {
 		return c.fakeWrite(msg)
 	}
 	return Write(c.fd, msg)
+}
+
+// Doorbell writes a pre-encoded command that returns without sleeping (a
+// provider's doorbell: POST_SEND or POST_RECV without work requests,
+// REQ_NOTIFY_CQ) as Write does, but as a raw system call: the Go scheduler
+// is not told, so it neither hands the goroutine's P to another thread
+// when the call is slow (under emulation a doorbell that runs the driver's
+// requester takes hundreds of microseconds) nor makes the thread win it
+// back afterwards. The call must not block; commands that can wait go
+// through Write or Exec.
+func (c *Context) Doorbell(msg []byte) error {
+	if c.fake {
+		return c.fakeWrite(msg)
+	}
+	return RawWrite(c.fd, msg)
+}
+
+// RawWrite is Write as a raw system call (see Doorbell). It does not
+// allocate.
+func RawWrite(fd int, msg []byte) error {
+	var p unsafe.Pointer
+	if len(msg) > 0 {
+		p = unsafe.Pointer(&msg[0])
+	}
+	n, _, e := unix.RawSyscall(unix.SYS_WRITE, uintptr(fd), uintptr(p), uintptr(len(msg)))
+	if e != 0 {
+		return e
+	}
+	if int(n) != len(msg) {
+		return ErrShortWrite
+	}
+	return nil
 }
 
 // Write issues exactly one write(2) of msg on fd. A failed write returns
