@@ -214,10 +214,10 @@ func (r *Reactor) Register(ch Channel, h id.Handler) error {
 // add registers reg: it duplicates reg.fd (open reports, after the
 // duplicate is made, that reg.fd was still the owner's), and fresh reports
 // whether the channel or queue is not yet registered and record files it
-// (both under regMu). epoll_ctl is safe from any goroutine; the loop
-// attaches the registration to the descriptor's generation in a task. A
-// readiness report that comes first is ignored, and being level-triggered
-// it comes again.
+// (both under regMu). epoll_ctl is safe from any goroutine: the
+// descriptor joins the epoll set here, polled for nothing, and the loop
+// attaches the registration to the descriptor's generation and arms it in
+// a task, so that no report comes before the loop can hand it over.
 func (r *Reactor) add(reg *registration, open, fresh func() bool, record func()) error {
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
@@ -236,7 +236,14 @@ func (r *Reactor) add(reg *registration, open, fresh func() bool, record func())
 		_ = unix.Close(pfd)
 		return fmt.Errorf("reactor: closed while registering: %w", syscall.EBADF)
 	}
-	gen, err := r.l.Add(pfd, poll.In)
+	// Added polled for nothing, and armed by the loop once it has attached
+	// the registration: armed at once, a channel with events queued is
+	// reported before the Attach task runs, and the loop, finding no
+	// handler, would call epoll_wait again and again, each time with the
+	// same report, until the task is posted (thousands of spins per
+	// Register in BenchmarkDispatchInline, whose channel is full when it
+	// registers it).
+	gen, err := r.l.Add(pfd, 0)
 	if err != nil {
 		_ = unix.Close(pfd)
 		return err
@@ -252,8 +259,10 @@ func (r *Reactor) add(reg *registration, open, fresh func() bool, record func())
 	r.post(func() {
 		if !reg.removed.Load() {
 			r.l.Attach(reg.pfd, reg.gen, reg)
-			if r.paused {
-				_ = r.l.Modify(reg.pfd, reg.gen, 0)
+			if !r.paused { // resume arms it otherwise
+				if err := r.l.Modify(reg.pfd, reg.gen, poll.In); err != nil {
+					r.log.Warn().Err(err).Int("fd", reg.fd).Msg("epoll arm")
+				}
 			}
 		} else {
 			r.forget(reg)
