@@ -89,6 +89,7 @@ type Reactor struct {
 	live  map[*registration]struct{} // registrations whose pfd is open
 
 	// loop-owned
+	raw    fabric.RawEvent // id.TakeEvent's buffer
 	paused bool
 	batch  []item // the items of one readiness report, handed to mailboxes at once
 
@@ -447,7 +448,7 @@ func (r *Reactor) drain(reg *registration) {
 			r.pause()
 			break
 		}
-		ev, err := id.TakeEvent(reg.src)
+		ev, err := id.TakeEvent(reg.src, &r.raw)
 		if err != nil {
 			if !errors.Is(err, syscall.EAGAIN) {
 				// A closed channel: stop polling it instead of spinning.
@@ -476,7 +477,7 @@ func (r *Reactor) drainInline(reg *registration) {
 	r.l.InlineBegin()
 	n := 0
 	for ; n < r.opts.Batch && !reg.removed.Load(); n++ {
-		ev, err := id.TakeEvent(reg.src)
+		ev, err := id.TakeEvent(reg.src, &r.raw)
 		if err != nil {
 			if !errors.Is(err, syscall.EAGAIN) {
 				if !errors.Is(err, id.ErrClosed) {
