@@ -40,7 +40,7 @@ func NextEvent(ctx context.Context, src fabric.EventSource, block bool) (*Event,
 	}
 }
 
-// rawPool holds NextEvent's raw events (350 bytes, most of it private
+// rawPool holds NextEvent's raw events (376 bytes, most of it private
 // data, which deliver copies out): an Event does not carry its raw event.
 var rawPool = sync.Pool{New: func() any { return new(fabric.RawEvent) }}
 
