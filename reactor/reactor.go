@@ -442,11 +442,21 @@ func (r *Reactor) drain(reg *registration) {
 		r.drainInline(reg)
 		return
 	}
-	n := 0
-	for ; n < r.opts.Batch && !reg.removed.Load(); n++ {
-		if r.pending.Load() >= int64(r.opts.MaxPending) {
-			r.pause()
-			break
+	// The batch is counted pending once, before the workers can see it:
+	// one atomic operation on a counter the workers write too, instead of
+	// one per event. seen is pending as last read (only workers change it
+	// meanwhile, and they lower it), taken-counted the events taken and
+	// not yet added.
+	limit := int64(r.opts.MaxPending)
+	taken, counted, seen := 0, 0, r.pending.Load()
+	for ; taken < r.opts.Batch && !reg.removed.Load(); taken++ {
+		if seen+int64(taken-counted) >= limit {
+			r.pending.Add(int64(taken - counted))
+			counted = taken
+			if seen = r.pending.Load(); seen >= limit {
+				r.pause()
+				break
+			}
 		}
 		ev, err := id.TakeEvent(reg.src, &r.raw)
 		if err != nil {
@@ -459,10 +469,10 @@ func (r *Reactor) drain(reg *registration) {
 			}
 			break
 		}
-		r.pending.Add(1)
 		r.batch = append(r.batch, item{ev: ev, h: reg.h})
 	}
-	r.stats.events.Add(uint64(n))
+	r.pending.Add(int64(taken - counted))
+	r.stats.events.Add(uint64(taken))
 	r.enqueue()
 }
 
