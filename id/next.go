@@ -2,6 +2,7 @@ package id
 
 import (
 	"context"
+	"sync"
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id/journal"
@@ -24,18 +25,24 @@ func NextEvent(ctx context.Context, src fabric.EventSource, block bool) (*Event,
 	if ctx == nil {
 		ctx = context.Background()
 	}
+	raw := rawPool.Get().(*fabric.RawEvent)
+	defer rawPool.Put(raw)
 	ev := new(Event)
 	for {
-		if err := src.Next(ctx, block, &ev.raw); err != nil {
+		if err := src.Next(ctx, block, raw); err != nil {
 			return nil, err
 		}
 		ev.src = src
-		if deliver(ev) {
+		if deliver(ev, raw) {
 			return ev, nil
 		}
 		*ev = Event{}
 	}
 }
+
+// rawPool holds NextEvent's raw events (376 bytes, most of it private
+// data, which deliver copies out): an Event does not carry its raw event.
+var rawPool = sync.Pool{New: func() any { return new(fabric.RawEvent) }}
 
 // TakeEvent is NextEvent without waiting, for runtimes that hand each event
 // to a handler (package reactor): the event belongs to the library, which
@@ -43,16 +50,21 @@ func NextEvent(ctx context.Context, src fabric.EventSource, block bool) (*Event,
 // allocates nothing. It must be passed to Handle exactly once; Ack outside
 // the handler fails with EINVAL, and the event must not be used after
 // Handle returns.
-func TakeEvent(src fabric.EventSource) (*Event, error) {
+//
+// raw is the caller's buffer for the fabric's raw event, overwritten by
+// every call: a runtime taking events on one goroutine keeps one, so that
+// the raw event is copied into memory that stays in that goroutine's cache
+// rather than into the event, which a worker on another CPU handles and
+// recycles. It must not be shared by goroutines taking events at once.
+func TakeEvent(src fabric.EventSource, raw *fabric.RawEvent) (*Event, error) {
 	for {
-		ev := eventPool.Get().(*Event)
-		ev.st.Store(0)
-		if err := src.Next(context.Background(), false, &ev.raw); err != nil {
-			ev.free()
+		if err := src.Next(context.Background(), false, raw); err != nil {
 			return nil, err
 		}
+		ev := eventPool.Get().(*Event)
+		ev.st.Store(0)
 		ev.src = src
-		if deliver(ev) {
+		if deliver(ev, raw) {
 			ev.pooled = true
 			return ev, nil
 		}
@@ -80,8 +92,7 @@ var testHookLoaded func()
 // owner's handle went in between, the event is dropped (and the count
 // balanced), so that an event is either counted before Destroy (or
 // LeaveMulticast) reads the count it waits for, or never reaches the user.
-func deliver(ev *Event) bool {
-	raw := &ev.raw
+func deliver(ev *Event, raw *fabric.RawEvent) bool {
 	e := handles.Load(raw.UID)
 	if e == nil || (raw.Type == EventConnectRequest && (raw.Child == nil || e.id == nil)) {
 		dropChild(raw)

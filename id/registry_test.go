@@ -36,8 +36,7 @@ func TestStaleUIDNeverReachesALiveID(t *testing.T) {
 		t.Fatalf("slot not reused: %#x after %#x", b.Handle(), stale)
 	}
 	ev := &Event{}
-	ev.raw = fabric.RawEvent{UID: stale, Type: EventAddrResolved}
-	if deliver(ev) {
+	if deliver(ev, &fabric.RawEvent{UID: stale, Type: EventAddrResolved}) {
 		t.Fatalf("event of stale uid %#x delivered to id %#x", stale, ev.ID.Handle())
 	}
 	if b.reported.Load() != 0 {

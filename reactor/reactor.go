@@ -89,6 +89,7 @@ type Reactor struct {
 	live  map[*registration]struct{} // registrations whose pfd is open
 
 	// loop-owned
+	raw    fabric.RawEvent // id.TakeEvent's buffer
 	paused bool
 	batch  []item // the items of one readiness report, handed to mailboxes at once
 
@@ -214,10 +215,10 @@ func (r *Reactor) Register(ch Channel, h id.Handler) error {
 // add registers reg: it duplicates reg.fd (open reports, after the
 // duplicate is made, that reg.fd was still the owner's), and fresh reports
 // whether the channel or queue is not yet registered and record files it
-// (both under regMu). epoll_ctl is safe from any goroutine; the loop
-// attaches the registration to the descriptor's generation in a task. A
-// readiness report that comes first is ignored, and being level-triggered
-// it comes again.
+// (both under regMu). epoll_ctl is safe from any goroutine: the
+// descriptor joins the epoll set here, polled for nothing, and the loop
+// attaches the registration to the descriptor's generation and arms it in
+// a task, so that no report comes before the loop can hand it over.
 func (r *Reactor) add(reg *registration, open, fresh func() bool, record func()) error {
 	r.regMu.Lock()
 	defer r.regMu.Unlock()
@@ -236,7 +237,14 @@ func (r *Reactor) add(reg *registration, open, fresh func() bool, record func())
 		_ = unix.Close(pfd)
 		return fmt.Errorf("reactor: closed while registering: %w", syscall.EBADF)
 	}
-	gen, err := r.l.Add(pfd, poll.In)
+	// Added polled for nothing, and armed by the loop once it has attached
+	// the registration: armed at once, a channel with events queued is
+	// reported before the Attach task runs, and the loop, finding no
+	// handler, would call epoll_wait again and again, each time with the
+	// same report, until the task is posted (thousands of spins per
+	// Register in BenchmarkDispatchInline, whose channel is full when it
+	// registers it).
+	gen, err := r.l.Add(pfd, 0)
 	if err != nil {
 		_ = unix.Close(pfd)
 		return err
@@ -252,8 +260,10 @@ func (r *Reactor) add(reg *registration, open, fresh func() bool, record func())
 	r.post(func() {
 		if !reg.removed.Load() {
 			r.l.Attach(reg.pfd, reg.gen, reg)
-			if r.paused {
-				_ = r.l.Modify(reg.pfd, reg.gen, 0)
+			if !r.paused { // resume arms it otherwise
+				if err := r.l.Modify(reg.pfd, reg.gen, poll.In); err != nil {
+					r.log.Warn().Err(err).Int("fd", reg.fd).Msg("epoll arm")
+				}
 			}
 		} else {
 			r.forget(reg)
@@ -428,13 +438,27 @@ func (r *Reactor) drain(reg *registration) {
 		r.drainCQ(reg)
 		return
 	}
-	n := 0
-	for ; n < r.opts.Batch && !reg.removed.Load(); n++ {
-		if r.pending.Load() >= int64(r.opts.MaxPending) {
-			r.pause()
-			break
+	if r.opts.Workers == 0 {
+		r.drainInline(reg)
+		return
+	}
+	// The batch is counted pending once, before the workers can see it:
+	// one atomic operation on a counter the workers write too, instead of
+	// one per event. seen is pending as last read (only workers change it
+	// meanwhile, and they lower it), taken-counted the events taken and
+	// not yet added.
+	limit := int64(r.opts.MaxPending)
+	taken, counted, seen := 0, 0, r.pending.Load()
+	for ; taken < r.opts.Batch && !reg.removed.Load(); taken++ {
+		if seen+int64(taken-counted) >= limit {
+			r.pending.Add(int64(taken - counted))
+			counted = taken
+			if seen = r.pending.Load(); seen >= limit {
+				r.pause()
+				break
+			}
 		}
-		ev, err := id.TakeEvent(reg.src)
+		ev, err := id.TakeEvent(reg.src, &r.raw)
 		if err != nil {
 			if !errors.Is(err, syscall.EAGAIN) {
 				// A closed channel: stop polling it instead of spinning.
@@ -445,18 +469,39 @@ func (r *Reactor) drain(reg *registration) {
 			}
 			break
 		}
-		r.pending.Add(1)
-		if r.opts.Workers == 0 {
-			r.l.InlineBegin()
-			r.handle(ev, reg.h)
-			r.l.InlineEnd()
-			r.handled(1)
-			continue
-		}
 		r.batch = append(r.batch, item{ev: ev, h: reg.h})
 	}
-	r.stats.events.Add(uint64(n))
+	r.pending.Add(int64(taken - counted))
+	r.stats.events.Add(uint64(taken))
 	r.enqueue()
+}
+
+// drainInline takes up to Batch events from a readable channel and runs
+// their handlers on the loop, one after the other. The batch counts as one
+// pending event (inline, no more than one is ever taken and not handled),
+// and is marked inline once: per event, that is four atomic operations
+// fewer than counting and marking each (BENCHMARKS.md, "What is slow and
+// why"). MaxPending does not apply: nothing waits.
+func (r *Reactor) drainInline(reg *registration) {
+	r.pending.Add(1)
+	r.l.InlineBegin()
+	n := 0
+	for ; n < r.opts.Batch && !reg.removed.Load(); n++ {
+		ev, err := id.TakeEvent(reg.src, &r.raw)
+		if err != nil {
+			if !errors.Is(err, syscall.EAGAIN) {
+				if !errors.Is(err, id.ErrClosed) {
+					r.log.Warn().Err(err).Int("fd", reg.fd).Msg("channel unreadable, unregistering")
+				}
+				r.dropClosed(reg)
+			}
+			break
+		}
+		r.handle(ev, reg.h)
+	}
+	r.l.InlineEnd()
+	r.stats.events.Add(uint64(n))
+	r.handled(1)
 }
 
 // drainCQ polls up to Batch completions from a readable completion queue
@@ -478,16 +523,21 @@ func (r *Reactor) drainCQ(reg *registration) {
 		r.dropClosed(reg)
 		return
 	}
+	if r.opts.Workers == 0 {
+		// As drainInline: one pending count and one inline mark a batch.
+		r.pending.Add(1)
+		r.l.InlineBegin()
+		for k := 0; k < n; k++ {
+			r.handleWC(reg, &wcs[k])
+		}
+		r.l.InlineEnd()
+		r.stats.events.Add(uint64(n))
+		r.handled(1)
+		return
+	}
 	r.stats.events.Add(uint64(n))
 	r.pending.Add(int64(n))
 	for k := 0; k < n; k++ {
-		if r.opts.Workers == 0 {
-			r.l.InlineBegin()
-			r.handleWC(reg, &wcs[k])
-			r.l.InlineEnd()
-			r.handled(1)
-			continue
-		}
 		r.batch = append(r.batch, item{wc: wcs[k], reg: reg})
 	}
 	r.enqueue()

@@ -534,3 +534,47 @@ func TestRegisterRefusesNilHandlers(t *testing.T) {
 		t.Errorf("RegisterCQ(nil, nil func) = %v, want EINVAL", err)
 	}
 }
+
+// slowNotifier is a channel whose OnClose (which Register calls while it
+// records the registration) takes a while, as a registering goroutine that
+// loses its CPU would.
+type slowNotifier struct {
+	*channel.Channel
+	delay time.Duration
+}
+
+func (s slowNotifier) OnClose(f func()) (stop func() bool) {
+	time.Sleep(s.delay)
+	return s.Channel.OnClose(f)
+}
+
+// TestRegisterFullChannelNoSpin registers a channel with events queued
+// while the registering goroutine is held up after the descriptor joined
+// the epoll set: the loop must not spin on the channel's readiness while
+// it has no handler for it (it used to call epoll_wait in a loop until the
+// registration's attach task came: a CPU's worth for as long as the
+// registering goroutine was held up).
+func TestRegisterFullChannelNoSpin(t *testing.T) {
+	fx := newFixture(t, 1)
+	for k := 0; k < 8; k++ {
+		ep(fx.ids[0]).Inject(id.EventUser, 0, nil)
+	}
+	var got atomic.Int32
+	h := handlers.Func(func(*id.Event) error { got.Add(1); return nil })
+	const delay = 200 * time.Millisecond
+	ch := slowNotifier{fx.ch, delay}
+	before := cpuTime()
+	if err := fx.r.Register(ch, h); err != nil {
+		t.Fatal(err)
+	}
+	used := cpuTime() - before
+	waitFor(t, "the queued events", func() bool { return got.Load() == 8 })
+	// A spinning loop uses most of a CPU for the whole delay; an idle one
+	// a few milliseconds at most.
+	if used > delay/4 {
+		t.Fatalf("the process used %v of CPU while Register was held up for %v: the loop spun", used, delay)
+	}
+	if err := fx.r.Unregister(ch); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -194,7 +194,9 @@ func (l *Loop[H]) InlineEnd() { l.inline.Add(-1) }
 
 // Add puts fd in the epoll set for events and returns the generation that
 // its reports carry. It may be called from any goroutine; the reports are
-// dropped until the loop goroutine attaches a handler (Attach).
+// dropped until the loop goroutine attaches a handler (Attach), and being
+// level-triggered they come again at once: the loop would spin on them.
+// From another goroutine, add with events 0 and Modify once attached.
 func (l *Loop[H]) Add(fd int, events uint32) (uint32, error) {
 	gen := l.gen.Add(1)
 	if gen == 0 {
