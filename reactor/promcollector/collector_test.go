@@ -115,17 +115,22 @@ cmrt_reactor_handler_errors_total{reactor="server"} 0
 		t.Error(err)
 	}
 	// No QP, no data; but an initiator asking for MPA P2P mode sends its
-	// peer one RTR message on the data stream (a zero-length Write), and
-	// whether it does is the fabric's choice: at most one message each
-	// way per connection, all received.
+	// peer an RTR message on the data stream (a zero-length Write), and
+	// whether it does is the fabric's choice. It repeats it while its
+	// peer is silent (up to 4 times, the first after 10 ms): a loaded
+	// machine that keeps two connections open that long sees repeats, and
+	// a repeat sent as the peer disconnects may never be read. So: at most
+	// 5 RTRs on each of the two connected clients, no more received than
+	// sent, and no bytes without messages.
+	const maxRTRs = 2 * (1 + 4)
 	sb, rb := value(t, reg, "cmrt_fabric_sent_bytes_total", "fabric", "soft"), value(t, reg, "cmrt_fabric_received_bytes_total", "fabric", "soft")
 	sm, rm := value(t, reg, "cmrt_fabric_sent_messages_total", "fabric", "soft"), value(t, reg, "cmrt_fabric_received_messages_total", "fabric", "soft")
 	sb -= float64(before.SentBytes)
 	rb -= float64(before.ReceivedBytes)
 	sm -= float64(before.SentMessages)
 	rm -= float64(before.ReceivedMessages)
-	if sb != rb || sm != rm || sm > 2 || (sm == 0) != (sb == 0) {
-		t.Errorf("data path: sent %v bytes in %v messages, received %v in %v; want as many received, at most 2 messages (RTRs)", sb, sm, rb, rm)
+	if rb > sb || rm > sm || sm > maxRTRs || (sm == 0) != (sb == 0) || (rm == 0) != (rb == 0) {
+		t.Errorf("data path: sent %v bytes in %v messages, received %v in %v; want no more received than sent, at most %d messages (RTRs)", sb, sm, rb, rm, maxRTRs)
 	}
 
 	// The handler latency histograms: one per reactor, together counting
