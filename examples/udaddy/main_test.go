@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cmrt/cmrt/examples/internal/tooltest"
 )
 
 // The test binary doubles as udaddy: with runEnv set it runs main.
@@ -50,6 +52,15 @@ func freePort(t *testing.T) string {
 	return strconv.Itoa(c.LocalAddr().(*net.UDPAddr).Port)
 }
 
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func lines(s ...string) string { return strings.Join(s, "\n") + "\n" }
 
 func TestServerClient(t *testing.T) {
@@ -65,7 +76,7 @@ func TestServerClient(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			port := freePort(t)
 			srv, sout := udaddy(t, append([]string{"-b", "127.0.0.1", "-port", port}, c.args...)...)
-			time.Sleep(300 * time.Millisecond) // let it listen
+			tooltest.WaitBoundUDP(t, mustAtoi(t, port)) // listen follows the bind
 			cli, cout := udaddy(t, append([]string{"-s", "127.0.0.1", "-port", port}, c.args...)...)
 			if err := cli.Wait(); err != nil {
 				t.Fatalf("client: %v\n%s", err, cout)

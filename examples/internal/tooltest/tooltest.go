@@ -142,18 +142,41 @@ func PortArg(t testing.TB, args []string) int {
 	return 0
 }
 
+// WaitBoundUDP waits until a UDP socket is bound to port (any address), as
+// /proc/net/udp{,6} show it: a UD server binds its port just before it
+// listens, so a client started after this finds the listener in all but a
+// window of microseconds (a fixed sleep lost that race on a loaded machine,
+// and the client's request got the host's port unreachable).
+func WaitBoundUDP(t testing.TB, port int) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if bound(port, "", "/proc/net/udp", "/proc/net/udp6") {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("nothing is bound to UDP port %d", port)
+}
+
 func listening(port int) bool {
+	return bound(port, "0A", "/proc/net/tcp", "/proc/net/tcp6") // 0A: LISTEN
+}
+
+// bound reports whether one of the /proc/net tables lists a socket on the
+// local port in state (any state when state is empty).
+func bound(port int, state string, tables ...string) bool {
 	want := fmt.Sprintf(":%04X", port)
-	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+	for _, f := range tables {
 		fh, err := os.Open(f)
 		if err != nil {
 			continue
 		}
 		s := bufio.NewScanner(fh)
 		for s.Scan() {
-			// sl local_address rem_address st ...; st 0A is LISTEN.
+			// sl local_address rem_address st ...
 			fs := strings.Fields(s.Text())
-			if len(fs) > 3 && strings.HasSuffix(fs[1], want) && fs[3] == "0A" {
+			if len(fs) > 3 && strings.HasSuffix(fs[1], want) && (state == "" || fs[3] == state) {
 				fh.Close()
 				return true
 			}
