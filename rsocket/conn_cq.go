@@ -75,6 +75,10 @@ func (c *Conn) recvWC(wc *id.WC) {
 		c.protocolError(err)
 		return
 	}
+	if c.held {
+		c.held = false // the initiator has spoken: this side may send
+		c.wakeAll()
+	}
 	if c.connected {
 		if err := c.postRecv(slot); err != nil {
 			c.down(fmt.Errorf("rsocket: post receive: %w", err))
@@ -225,7 +229,7 @@ func (c *Conn) sendWC(wc *id.WC) {
 // when enough was consumed, as rs_update_credits. Called with mu held.
 func (c *Conn) updateCredits() {
 	half := len(c.rbuf) / 2
-	if !c.connected || c.phase != phOpen {
+	if !c.connected || c.phase != phOpen || c.held {
 		return
 	}
 	if c.rAvail < half && int16(c.rseqNo-c.rseqComp) < 0 {
@@ -318,7 +322,7 @@ func (c *Conn) postImm(wrid uint64, buf []byte, mr id.MR, flags id.SendFlags, ad
 }
 
 // ctrlAvail reports whether a control message may be sent.
-func (c *Conn) ctrlAvail() bool { return c.ctrlSeq != c.ctrlMax }
+func (c *Conn) ctrlAvail() bool { return c.ctrlSeq != c.ctrlMax && !c.held }
 
 // sendCtrl sends a control message. Called with mu held, with ctrlAvail.
 func (c *Conn) sendCtrl(code uint32) {

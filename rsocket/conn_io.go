@@ -147,7 +147,7 @@ func (c *Conn) writeErr() error {
 // canSend reports whether a data message may go now, as rs_can_send.
 // Called with mu held.
 func (c *Conn) canSend(left int) bool {
-	if c.sqeAvail < c.msgWRs() || c.sseqNo == c.sseqComp || c.tsgl[c.tsge].Len == 0 {
+	if c.held || c.sqeAvail < c.msgWRs() || c.sseqNo == c.sseqComp || c.tsgl[c.tsge].Len == 0 {
 		return false
 	}
 	if min(left, maxXfer, int(c.tsgl[c.tsge].Len)) <= c.cfg.inline {
