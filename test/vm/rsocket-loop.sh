@@ -57,7 +57,7 @@ runone() {
 	t0=$(up)
 	sh -c "exec $srv" >/tmp/srv.out 2>&1 &
 	spid=$!
-	sleep "${PAIR_DELAY:-1}"
+	sleep "${PAIR_DELAY:-2}"
 	sh -c "exec $cli" >/tmp/cli.out 2>&1 &
 	cpid=$!
 	k=0
