@@ -101,6 +101,13 @@ type Conn struct {
 	shutWr    bool // CloseWrite was called
 	cqReg     bool
 	pending   bool // a passive connection counted in its listener's pending
+	// held: an accepting side on iWARP sends nothing until the
+	// initiator's first message has arrived, as MPA asks of a responder
+	// (RFC 5044): siw, as initiator without peer-to-peer mode, fails a
+	// connection whose first FPDU reaches it before it has read the MPA
+	// reply. The initiator speaks at once (its credits), so this costs
+	// one message's flight.
+	held bool
 
 	// Receive side.
 	rOff     int      // where the next unread byte is in rbuf
@@ -350,6 +357,7 @@ func (c *Conn) established(ev *id.Event) {
 	c.cqReg = true
 	c.phase = phOpen
 	c.connected, c.readable, c.writable = true, true, true
+	c.held = c.passive && c.msgSend
 	c.updateCredits()
 	if c.cfg.keepalive > 0 {
 		c.ka = time.AfterFunc(c.cfg.keepalive, c.keepalive)

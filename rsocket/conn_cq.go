@@ -75,6 +75,10 @@ func (c *Conn) recvWC(wc *id.WC) {
 		c.protocolError(err)
 		return
 	}
+	if c.held {
+		c.held = false // the initiator has spoken: this side may send
+		c.wakeAll()
+	}
 	if c.connected {
 		if err := c.postRecv(slot); err != nil {
 			c.down(fmt.Errorf("rsocket: post receive: %w", err))
@@ -114,10 +118,17 @@ func (c *Conn) onMessage(m uint32) {
 		c.sseqComp = uint16(msgData(m))
 		switch {
 		case c.peer.Flags&connFlagMarked == 0:
-			// rsockets: any used-up entry may have been written.
+			// rsockets: any used-up entry may have been written. This
+			// message may precede the one that announces an entry,
+			// while the peer's Write of it is still landing: a torn
+			// entry (part new, part the zeros of a cleared one) is
+			// not taken, and is read again at the next message (at
+			// the latest at the entry's own, after its Write).
 			for j := range c.tsgl {
 				if c.tsgl[j].Len == 0 {
-					c.tsgl[j] = readSGE(c.tbuf[j*sgeLen:], binary.LittleEndian)
+					if s := readSGE(c.tbuf[j*sgeLen:], binary.LittleEndian); c.offered(s) {
+						c.tsgl[j] = s
+					}
 				}
 			}
 		case msgData(m)&msgSGEMark != 0:
@@ -160,6 +171,17 @@ func (c *Conn) onMessage(m uint32) {
 	}
 	// opWrite is never sent; other opcodes are reserved: ignored, as
 	// rsockets ignores them.
+}
+
+// offered reports whether s is a descriptor an rsockets peer offers: a
+// half of the receive buffer it announced at set-up (rs_send_credits
+// offers its halves in turn, with that buffer's key), so that a
+// descriptor read while the peer's Write of it was landing, or never
+// written, is told from a whole one. Called with mu held.
+func (c *Conn) offered(s sge) bool {
+	b := c.peer.DataBuf
+	return s.Len != 0 && s.Len <= b.Len && s.Key == b.Key &&
+		s.Addr >= b.Addr && s.Addr-b.Addr <= 2*uint64(b.Len)-uint64(s.Len)
 }
 
 // protocolError ends a connection whose peer broke the protocol. Called
@@ -207,7 +229,7 @@ func (c *Conn) sendWC(wc *id.WC) {
 // when enough was consumed, as rs_update_credits. Called with mu held.
 func (c *Conn) updateCredits() {
 	half := len(c.rbuf) / 2
-	if !c.connected || c.phase != phOpen {
+	if !c.connected || c.phase != phOpen || c.held {
 		return
 	}
 	if c.rAvail < half && int16(c.rseqNo-c.rseqComp) < 0 {
@@ -300,7 +322,7 @@ func (c *Conn) postImm(wrid uint64, buf []byte, mr id.MR, flags id.SendFlags, ad
 }
 
 // ctrlAvail reports whether a control message may be sent.
-func (c *Conn) ctrlAvail() bool { return c.ctrlSeq != c.ctrlMax }
+func (c *Conn) ctrlAvail() bool { return c.ctrlSeq != c.ctrlMax && !c.held }
 
 // sendCtrl sends a control message. Called with mu held, with ctrlAvail.
 func (c *Conn) sendCtrl(code uint32) {

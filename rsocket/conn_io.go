@@ -147,7 +147,7 @@ func (c *Conn) writeErr() error {
 // canSend reports whether a data message may go now, as rs_can_send.
 // Called with mu held.
 func (c *Conn) canSend(left int) bool {
-	if c.sqeAvail < c.msgWRs() || c.sseqNo == c.sseqComp || c.tsgl[c.tsge].Len == 0 {
+	if c.held || c.sqeAvail < c.msgWRs() || c.sseqNo == c.sseqComp || c.tsgl[c.tsge].Len == 0 {
 		return false
 	}
 	if min(left, maxXfer, int(c.tsgl[c.tsge].Len)) <= c.cfg.inline {
@@ -179,8 +179,15 @@ func (c *Conn) sbufChunk() (off, n, skip int) {
 
 // postData sends p, or as much of it as the send buffer takes in one
 // piece, as one data message: an RDMA Write into the buffer the peer
-// offered, announced by its message word (postWriteMsg). It returns the bytes sent. Called with
-// mu held, with canSend.
+// offered, announced by its message word (postWriteMsg). It returns the
+// bytes sent. Called with mu held, with canSend.
+//
+// The target entry is advanced (and, used up, cleared) before the Write
+// is posted, as rs_write_data does: once posted, the peer may read the
+// data, offer the half again and write its new descriptor into tbuf
+// before this goroutine runs again, and a clear made after the post would
+// erase that descriptor (the connection then waits for an entry it never
+// sees again: the kernel fabric's interop hang).
 func (c *Conn) postData(p []byte) (int, error) {
 	t := &c.tsgl[c.tsge]
 	addr, key := t.Addr, t.Key
@@ -197,11 +204,9 @@ func (c *Conn) postData(p []byte) (int, error) {
 		c.sPos = off + len(p)
 	}
 	n := c.msgWRs()
-	if err := c.postWriteMsg(sendID(kData, uint64(n), rel), buf, mr, flags, addr, key, msgWord(opData, uint32(len(buf)))); err != nil {
-		return 0, err
-	}
 	c.sseqNo++
 	c.sqeAvail -= n
+	sgeUsed := c.tsge
 	t.Addr += uint64(len(buf))
 	if t.Len -= uint32(len(buf)); t.Len == 0 {
 		// Used up: the peer may now write its next descriptor here.
@@ -211,8 +216,18 @@ func (c *Conn) postData(p []byte) (int, error) {
 		}
 		c.tsge = (c.tsge + 1) % len(c.tsgl)
 	}
+	if err := c.postWriteMsg(sendID(kData, uint64(n), rel), buf, mr, flags, addr, key, msgWord(opData, uint32(len(buf)))); err != nil {
+		return 0, err
+	}
+	if testPostedData != nil {
+		testPostedData(c, sgeUsed, t.Len == 0)
+	}
 	return len(buf), nil
 }
+
+// testPostedData, set by tests only, runs after each data Write is posted
+// (mu held) with the target entry it wrote into and whether it used it up.
+var testPostedData func(c *Conn, sge int, usedUp bool)
 
 // What spin waits for.
 const (

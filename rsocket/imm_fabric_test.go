@@ -38,6 +38,9 @@ type immFabric struct {
 	sends   atomic.Int64 // plain Sends posted
 	sendRcv atomic.Int64 // plain Sends received into a buffer that holds them
 	badRcv  atomic.Int64 // plain Sends received where no buffer holds them
+
+	qpMu sync.Mutex
+	qps  []*immQP // in the order created
 }
 
 // ibFabric and iwFabric are the immFabrics of the tests (engines are kept
@@ -130,7 +133,7 @@ func (e *immEndpoint) CreateQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &immQP{QP: qp, f: e.f, sqMax: attr.Cap.MaxSendWR,
+	q := &immQP{QP: qp, f: e.f, sqMax: attr.Cap.MaxSendWR, firstSend: -1,
 		stage: make([]byte, 2*attr.Cap.MaxRecvWR*immFrameLen), sq: make([]bool, attr.Cap.MaxSendWR)}
 	if q.stageMR, err = qp.RegMR(q.stage, fabric.AccessLocalWrite); err != nil {
 		_ = qp.Destroy()
@@ -139,6 +142,9 @@ func (e *immEndpoint) CreateQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 	q.rq = make([]immRecv, 2*attr.Cap.MaxRecvWR)
 	q.scq = &immCQ{CQ: qp.SendCQ(), poll: q.pollSend}
 	q.rcq = &immCQ{CQ: qp.RecvCQ(), poll: q.pollRecv}
+	e.f.qpMu.Lock()
+	e.f.qps = append(e.f.qps, q)
+	e.f.qpMu.Unlock()
 	return q, nil
 }
 
@@ -170,6 +176,10 @@ type immQP struct {
 	frame [immFrameLen]byte
 	wr    fabric.SendWR
 	rwr   fabric.RecvWR
+	recvs int // successful receive completions polled
+	// firstSend is recvs when the first send work request was posted
+	// (-1: none yet).
+	firstSend int
 }
 
 func (q *immQP) SendCQ() fabric.CQ { return q.scq }
@@ -182,6 +192,9 @@ func (q *immQP) PostSend(wr *fabric.SendWR) error {
 		return fmt.Errorf("immFabric: send queue of %d full: %w", q.sqMax, syscall.ENOMEM)
 	}
 	signaled := wr.Flags&fabric.SendSignaled != 0
+	if q.firstSend < 0 {
+		q.firstSend = q.recvs
+	}
 	switch wr.Opcode {
 	case fabric.WRWriteWithImm:
 		if len(wr.Buf) > 0 {
@@ -282,6 +295,7 @@ func (q *immQP) pollRecv(wcs []fabric.WC) {
 		if wc.Status != fabric.WCSuccess {
 			continue
 		}
+		q.recvs++
 		b := q.stage[r.slot*immFrameLen:]
 		if wc.ByteLen == immFrameLen && binary.LittleEndian.Uint32(b) == immTag {
 			wc.Opcode, wc.WithImm = fabric.WCRecvRDMAWithImm, true

@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/net/nettest"
 
+	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
 )
 
@@ -250,6 +251,54 @@ func TestMixedModes(t *testing.T) {
 			if ib.sendRcv < 16 || ib.badRcv != 0 || iw.badRcv != 0 || iw.sendRcv != 0 {
 				t.Fatalf("Sends received: imm side %d (%d failed), Sends side %d (%d failed)",
 					ib.sendRcv, ib.badRcv, iw.sendRcv, iw.badRcv)
+			}
+		})
+	}
+}
+
+// TestResponderWaitsForInitiator: on iWARP the accepting side sends
+// nothing (credits, data, control) until the initiator's first message
+// has arrived, as MPA asks of a responder: siw as initiator fails the
+// connection when an FPDU reaches it before it has read the MPA reply (a
+// C client's connect failing against a Go server on the kernel fabric).
+// The initiator speaks at once; on InfiniBand neither side waits.
+func TestResponderWaitsForInitiator(t *testing.T) {
+	for _, tr := range []string{transportIWARP, "InfiniBand"} {
+		t.Run(tr, func(t *testing.T) {
+			f := &immFabric{inner: soft.Default(), transport: tr}
+			c1, c2, stop := pipe(t, WithFabric(f), WithRecvBuffer(4096), WithRQSize(16))
+			defer stop()
+			c1.SetDeadline(time.Now().Add(10 * time.Second))
+			c2.SetDeadline(time.Now().Add(10 * time.Second))
+			// The accepting side speaks first at the application level.
+			errc := make(chan error, 1)
+			go func() {
+				_, err := c2.Write([]byte("hello"))
+				errc <- err
+			}()
+			b := make([]byte, 5)
+			if _, err := io.ReadFull(c1, b); err != nil || string(b) != "hello" {
+				t.Fatalf("read %q, %v", b, err)
+			}
+			if err := <-errc; err != nil {
+				t.Fatal(err)
+			}
+			f.qpMu.Lock()
+			qps := append([]*immQP(nil), f.qps...)
+			f.qpMu.Unlock()
+			if len(qps) != 2 {
+				t.Fatalf("%d queue pairs, want 2", len(qps))
+			}
+			first := func(q *immQP) int { q.mu.Lock(); defer q.mu.Unlock(); return q.firstSend }
+			dialer, acceptor := first(qps[0]), first(qps[1])
+			if dialer != 0 {
+				t.Errorf("the initiator first sent after %d receives, want 0 (it speaks at once)", dialer)
+			}
+			if tr == transportIWARP && acceptor < 1 {
+				t.Errorf("the iWARP responder first sent after %d receives, want at least 1", acceptor)
+			}
+			if acceptor < 0 {
+				t.Errorf("the responder never sent")
 			}
 		})
 	}

@@ -13,7 +13,9 @@
 # 1500), and for the VM script: RSOCKET_CONFIGS (FABRIC:DEVICE ..., default
 # "soft:siw0 kernel:siw0 kernel:rxe0"), or the one configuration
 # CMRT_FABRIC and RSOCKET_IP name ('$RXE_IP' for rxe0), RSOCKET_SIZES
-# ("size:count ..."), RSOCKET_C_BASELINE=1.
+# ("size:count ..."), RSOCKET_C_BASELINE=1. RSOCKET_SCRIPT=rsocket-loop.sh
+# runs test/vm/rsocket-loop.sh instead (pairs repeated in one boot: its
+# LOOP_PAIRS, LOOP_N, LOOP_T, LOOP_LOAD).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,14 +29,15 @@ trap 'rm -rf "$dir"' EXIT
 	CGO_ENABLED=0 go build -trimpath -o "$dir/go-rstream" ./examples/rstream
 	CGO_ENABLED=0 go build -trimpath -o "$dir/go-riostream" ./examples/riostream
 )
-cp "$root/test/vm/rsocket.sh" "$dir/"
+cp "$root/test/vm/rsocket.sh" "$root/test/vm/rsocket-loop.sh" "$dir/"
+script=${RSOCKET_SCRIPT:-rsocket.sh}
 env_line=""
-for v in RSOCKET_CONFIGS CMRT_FABRIC RSOCKET_IP RSOCKET_SIZES RSOCKET_C_BASELINE; do
+for v in RSOCKET_CONFIGS CMRT_FABRIC RSOCKET_IP RSOCKET_SIZES RSOCKET_C_BASELINE LOOP_PAIRS LOOP_N LOOP_T LOOP_LOAD; do
 	[ -z "${!v:-}" ] || env_line="$env_line $v='${!v}'"
 done
 
 rc=0
-"$run_sh" -t "${VM_TIMEOUT:-1500}" -d "$dir" "$env_line sh /extra/rsocket.sh" | tee "$dir/log" || rc=$?
+"$run_sh" -t "${VM_TIMEOUT:-1500}" -d "$dir" "$env_line sh /extra/$script" | tee "$dir/log" || rc=$?
 if grep -q -- '^--- RESULT .*: FAIL' "$dir/log" ||
 	! grep -q '^=== SUMMARY: [0-9]* passed, 0 failed' "$dir/log"; then
 	[ "$rc" != 0 ] || rc=1
