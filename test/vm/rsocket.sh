@@ -16,6 +16,10 @@
 # configuration. RSOCKET_SIZES ("size:count ..."), RSOCKET_C_BASELINE=1
 # (C against C first, per device). Run by scripts/interop-rsocket.sh.
 . /tests/lib.sh
+# Two seconds between starting a server and its client: under a loaded
+# host, a static Go binary in TCG took more than lib.sh's default second to
+# listen, and its client, refused, hung the pair until its limit.
+export PAIR_DELAY=${PAIR_DELAY:-2}
 
 if [ -z "${RSOCKET_CONFIGS:-}" ]; then
 	if [ -n "${CMRT_FABRIC:-}${RSOCKET_IP:-}" ]; then
