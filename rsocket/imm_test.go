@@ -160,14 +160,21 @@ func settled(t *testing.T, c *Conn) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	kas := c.keepalives
-	if !c.ctrlAvail() {
-		t.Fatal("no control slot for the probe")
+	deadline := time.Now().Add(10 * time.Second)
+	// Control messages still in flight (credit updates) hold every slot
+	// until their completions are polled: poll until one is back.
+	for c.pollCQs(); !c.ctrlAvail(); c.pollCQs() {
+		if time.Now().After(deadline) {
+			t.Fatal("after 10 s: no control slot for the probe")
+		}
+		c.mu.Unlock()
+		time.Sleep(time.Millisecond)
+		c.mu.Lock()
 	}
 	c.ctrlSeq++
 	if err := c.cm.PostWrite(sendID(kKeepalive, 1, 0), nil, nil, id.SendSignaled, 0, 0); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
 	// Handling completions may post credits (updateCredits); a fabric that
 	// completes a post before it returns has their completions queued by
 	// then: poll until they are in too.
