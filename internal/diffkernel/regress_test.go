@@ -249,6 +249,22 @@ s0 resolve_addr unroutable:1 => s0[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>AD
 s0 resolve_route => s0[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
 s0 connect pd=0 => s0[connect:ok>CONNECT]
 `},
+	{
+		// A synchronous listener migrated while a request waits on its private
+		// channel: the request moves with it (the kernel fabric had left the
+		// request's kernel id on the closed private channel: REJECTED 28 and a
+		// dead CONNECT_REQUEST; seed 2026, sequence 1505).
+		name: "migrate-sync-listener-queued-request", dev: "rxe0", kernel: `
+s0 create tcp sync => s0[create:ok>IDLE]
+s0 bind wildcard:3 => s0[bind:ok>ADDR_BOUND]
+s0 listen 8 => s0[listen:ok>LISTEN]
+s1 create tcp ch1 => s1[create:ok>IDLE]
+s1 resolve_addr local:3 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]
+s1 resolve_route => s1[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]
+s1 connect pd=57 => -
+s1 connect pd=0 => s1[connect:ok>CONNECT]
+s0 migrate ch1 => s0[migrate:ok>LISTEN] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]
+`},
 }
 
 func TestRegressions(t *testing.T) {
