@@ -46,6 +46,11 @@ var (
 		Kernel: "notify EINVAL (CONNECT, CONNECT_RESPONSE) or EISCONN (ESTABLISHED)", Soft: "notify 0",
 		Why: "IB's rdma_notify hands COMM_EST to the IB CM, which takes it only while a REP waits for its RTU; " +
 			"iWARP's returns 0 whenever the id has a CM id, doing nothing"}
+	eqDestroyRace = Equivalence{Name: "listener-destroy-race",
+		Kernel: "REJECTED -ECONNREFUSED (IB: 8), or -ECONNRESET (IB: 28)", Soft: "the other",
+		Why: "a connect whose request is under way when its listener is destroyed: the request reached the listener " +
+			"first (the destroy rejects it: -ECONNRESET, IB 28) or found nobody listening (-ECONNREFUSED, IB 8), " +
+			"as the two sides' timings fall; either transport"}
 	eqDisconnectDREP = Equivalence{Name: "ib-disconnect-drep", Flavour: IB,
 		Kernel: "the disconnecting side's DISCONNECTED when the peer disconnects too (DREP) or the DREQ times out",
 		Soft:   "the disconnecting side's DISCONNECTED at once",
@@ -54,7 +59,7 @@ var (
 
 // Equivalences lists the table, for reports and documentation.
 var Equivalences = []*Equivalence{&eqRejectReason, &eqNoListener, &eqConnectResponse, &eqTimewait, &eqAbandoned,
-	&eqNotify, &eqDisconnectDREP}
+	&eqNotify, &eqDisconnectDREP, &eqDestroyRace}
 
 // normalize rewrites a kernel slot's items of flavour fl into what the
 // software fabric reports, and says which equivalences applied. soft are

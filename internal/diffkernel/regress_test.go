@@ -210,6 +210,21 @@ var regressions = []struct {
 			"s1 connect pd=0 => s1[connect:ok>CONNECT]",
 			"s0 migrate ch1 => s0[migrate:ok>LISTEN] s2[CONNECT_REQUEST:0>CONNECT_REQUEST]"),
 	},
+	{
+		// The equivalence listener-destroy-race: the listener destroyed while
+		// the request is under way; on the loaded VM the kernel's came after
+		// (nobody listens: 8), the software fabric's before (rejected by the
+		// destroy: -ECONNRESET). Seed 2026, sequence 431.
+		name: "listener-destroy-race", dev: "rxe0", kernel: trace(
+			created("s0", "tcp", "sync"),
+			"s0 bind local:2 => s0[bind:ok>ADDR_BOUND]",
+			"s0 leave g0 => s0[leave:EADDRNOTAVAIL>ADDR_BOUND]",
+			"s0 bind local:1 => s0[bind:EINVAL>ADDR_BOUND]",
+			"s0 listen 0 => s0[listen:ok>LISTEN]",
+			resolved("s1", "tcp", "ch0", "local:2"),
+			"s1 connect pd=56 => s1[connect:ok>CONNECT]",
+			"s0 destroy => s0[destroy:ok>DESTROYED] s1[REJECTED:8>FAILED]"),
+	},
 }
 
 // The regressions' traces are lines as the driver prints them: trace joins
