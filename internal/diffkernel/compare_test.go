@@ -246,6 +246,34 @@ func TestKnown(t *testing.T) {
 			t.Errorf("bind after %s on %s, kernel %s: documented %q, want %q", c.before, c.fl, c.kern, got, c.known)
 		}
 	}
+	// IB: a synchronous disconnect still waits for its DISCONNECTED when
+	// the id's next call comes.
+	for _, c := range []struct {
+		fl     Flavour
+		before string
+		known  string
+	}{
+		{IB, "s1[disconnect:ok>ESTABLISHED] s2[DISCONNECTED:0>DISCONNECTED]", "ib-sync-disconnect-waits-drep"},
+		{IWARP, "s1[disconnect:ok>ESTABLISHED] s2[DISCONNECTED:0>DISCONNECTED]", ""},
+		{IB, "s1[disconnect:ok>ESTABLISHED DISCONNECTED:0>DISCONNECTED]", ""},
+		{IB, "s1[connect:ok>CONNECT]", ""},
+	} {
+		o := op(t, "s1 accept pd=0")
+		_, d := newComparer(c.fl).compare(1, o, epoch(t, "s1[accept:EINVAL>DISCONNECTED]"), epoch(t, "!busy"))
+		if d == nil {
+			t.Fatal("busy: no divergence")
+		}
+		k := matchKnown(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{o},
+			Soft:   []Epoch{epoch(t, "s1[disconnect:ok>ESTABLISHED DISCONNECTED:0>DISCONNECTED]"), d.SoftEpoch},
+			Kernel: []Epoch{epoch(t, c.before), d.KernelEpoch}})
+		got := ""
+		if k != nil {
+			got = k.Name
+		}
+		if got != c.known {
+			t.Errorf("busy after %s on %s: documented %q, want %q", c.before, c.fl, got, c.known)
+		}
+	}
 	// Probes the kernel of one transport takes.
 	for _, c := range []struct {
 		fl    Flavour

@@ -292,6 +292,29 @@ var Documented = []*Known{
 			return probeTaken(m, IWARP, journal.CallNotify, id.StateListen, id.StateConnectRequest, id.StateFailed, id.StateDisconnected)
 		},
 	},
+	{
+		Name: "ib-sync-disconnect-waits-drep",
+		Why: "IB: a synchronous id's Disconnect returns with its DISCONNECTED, which comes with the peer's DREP (when the " +
+			"peer disconnects too) or when the DREQ times out, as librdmacm's rdma_disconnect; on iWARP, and on the software " +
+			"fabric, it comes at once: the id's next call finds it still busy on the kernel",
+		Match: func(m *Match) bool {
+			d := m.Div
+			if m.Flavour != IB || d.What != "skip" || len(m.Kernel) < 2 || len(m.Soft) == 0 ||
+				m.Kernel[len(m.Kernel)-1].Skip != skipBusy || m.Soft[len(m.Soft)-1].Skip != "" {
+				return false
+			}
+			// The id's last items before: a disconnect taken, its
+			// DISCONNECTED not yet come.
+			for k := len(m.Kernel) - 2; k >= 0; k-- {
+				is := m.Kernel[k].Slots[d.Op.Slot]
+				if len(is) == 0 {
+					continue
+				}
+				return hasCall(is, journal.CallDisconnect, 0) && indexEvent(is, id.EventDisconnected) < 0
+			}
+			return false
+		},
+	},
 }
 
 func matchKnown(m *Match) *Known {

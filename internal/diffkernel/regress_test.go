@@ -225,6 +225,17 @@ var regressions = []struct {
 			"s1 connect pd=56 => s1[connect:ok>CONNECT]",
 			"s0 destroy => s0[destroy:ok>DESTROYED] s1[REJECTED:8>FAILED]"),
 	},
+	{
+		// A synchronous disconnect on IB waits for the peer's DREP: the id's
+		// next call finds it busy (seed 4242, sequence 727).
+		name: "ib-sync-disconnect", dev: "rxe0", known: "ib-sync-disconnect-waits-drep", kernel: trace(
+			listening("s0", "tcp", "ch1", "local:2", -1),
+			resolved("s1", "tcp", "sync", "local:2"),
+			requested("s1", "tcp", 0, "s2"),
+			"s2 accept pd=9 => s1[CONNECT_RESPONSE:0>CONNECT_RESPONSE establish(auto):ok>ESTABLISHED] s2[accept:ok>ACCEPT ESTABLISHED:0>ESTABLISHED]",
+			"s1 disconnect => s1[disconnect:ok>ESTABLISHED] s2[DISCONNECTED:0>DISCONNECTED]",
+			"s1 accept pd=0 => !busy"),
+	},
 }
 
 // The regressions' traces are lines as the driver prints them: trace joins
