@@ -18,6 +18,16 @@
 // mmap'd memory the garbage collector never moves; each fd's commands are
 // serialized.
 //
+// Migrate is MIGRATE_ID: the kernel moves the id and its queued events,
+// but a queued connection request's own kernel id stays on the file the
+// listener left (ucma made it there), where closing that file would
+// destroy it and reject the request. So the fabric keeps the fds a
+// listener left open until the listener is destroyed (their Close
+// destroys the ids they hold, as closing would) and moves each request's
+// id to the fd the request is read on. The kernel wakes no reader for
+// moved events: Migrate wakes a GetEvent waiting on the new channel, but
+// not a reactor's epoll, which sees them with the channel's next event.
+//
 // The data path is pure-Go verbs over /dev/infiniband/uverbsN (package
 // internal/uverbs: the write(2) command ABI) with cmrt's own user-space
 // providers for rxe and siw (internal/provider/rxe, internal/provider/siw:

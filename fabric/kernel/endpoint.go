@@ -61,6 +61,8 @@ type endpoint struct {
 	vqp       *vqp                  // the id's QP (verbs_qp.go), or nil
 	connErr   bool                  // CONNECT_RESPONSE failed locally: later REJECTED/DISCONNECTED are dropped
 	attached  map[netip.Addr]mcAttach
+	listening bool      // Listen succeeded
+	former    []*source // the sources a listener left, held open (source.Migrate)
 }
 
 // mcAttach is a multicast group the id's UD QP is attached to.
@@ -188,6 +190,9 @@ func (ep *endpoint) Listen(backlog int) error {
 	}
 	return ep.do("listen", func(_ *source, fd int, b *ucma.Buffers) error {
 		_, err := b.Exec(fd, &ucma.Listen{ID: ep.handle, Backlog: uint32(backlog)})
+		if err == nil {
+			ep.listening = true
+		}
 		return err
 	})
 }
@@ -499,6 +504,7 @@ func (ep *endpoint) Destroy() error {
 		return err
 	})
 	ep.dropJoinsLocked()
+	ep.releaseFormerLocked()
 	if err == errClosed {
 		return nil // closing the fd destroyed the kernel id
 	}
@@ -509,15 +515,27 @@ func (ep *endpoint) Destroy() error {
 }
 
 // gone marks an endpoint of a closed source destroyed (the kernel
-// destroyed its id when the fd closed).
-func (ep *endpoint) gone(s *source) {
+// destroyed its id when the fd closed), and reports whether it was (an
+// endpoint migrated away meanwhile is not).
+func (ep *endpoint) gone(s *source) bool {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
-	if ep.src != s {
-		return
+	if ep.src != s || ep.destroyed {
+		return false
 	}
 	ep.destroyed = true
 	ep.dropJoinsLocked()
+	ep.releaseFormerLocked()
+	return true
+}
+
+// releaseFormerLocked lets the sources a destroyed listener left close:
+// the kernel destroyed the requests still queued for it with it.
+func (ep *endpoint) releaseFormerLocked() {
+	for _, f := range ep.former {
+		f.release()
+	}
+	ep.former = nil
 }
 
 func (ep *endpoint) dropJoinsLocked() {

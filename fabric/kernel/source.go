@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -40,6 +41,12 @@ type source struct {
 	closed bool
 	eps    map[*endpoint]struct{}
 	byUID  map[uint64]*endpoint
+	// holds counts the listeners that left this fd (see endpoint.former):
+	// while one does, Close destroys the ids it knows and keeps the fd
+	// open, as requests still queued for them may have their kernel ids
+	// here. fdClosed: the fd and buffers are released.
+	holds    int
+	fdClosed bool
 }
 
 // errClosed is what commands on a closed channel return.
@@ -178,10 +185,15 @@ func (s *source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) erro
 		case rerr == nil:
 			return wrapNext(gerr)
 		case errors.Is(rerr, os.ErrDeadlineExceeded):
+			// A stale deadline (Migrate's or Close's kick): wait again.
+			// Cleared under amu and ctx checked after, so that ctx ending
+			// meanwhile is not lost.
+			amu.Lock()
+			_ = s.file.SetReadDeadline(time.Time{})
+			amu.Unlock()
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			_ = s.file.SetReadDeadline(time.Time{}) // stale deadline: wait again
 		default:
 			return errClosed
 		}
@@ -220,9 +232,13 @@ func (s *source) next(ev *fabric.RawEvent) error {
 	defer s.nextMu.Unlock()
 	for {
 		var p postEvent
-		err := s.exec(func(fd int, b *ucma.Buffers) error { return s.getEventLocked(fd, b, ev, &p) })
+		var req request
+		err := s.exec(func(fd int, b *ucma.Buffers) error { return s.getEventLocked(fd, b, ev, &p, &req) })
 		if err != nil {
 			return err
+		}
+		if req.child != nil {
+			s.adopt(req.lis, req.child)
 		}
 		if !p.apply(ev) {
 			return nil
@@ -230,9 +246,12 @@ func (s *source) next(ev *fabric.RawEvent) error {
 	}
 }
 
+// request is a connection request's listener and new id, as read.
+type request struct{ lis, child *endpoint }
+
 // getEventLocked dequeues one event and maps it to ev; p gets the id (or
-// join) the event is for. s.mu is held.
-func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *fabric.RawEvent, p *postEvent) error {
+// join) the event is for, req a connection request's ids. s.mu is held.
+func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *fabric.RawEvent, p *postEvent, req *request) error {
 	resp, err := b.Exec(fd, &ucma.GetEvent{})
 	if err != nil {
 		return err
@@ -250,7 +269,8 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *fabric.RawEvent, p 
 		}
 	case fabric.EventConnectRequest:
 		ps, qp := fabric.PSTCP, fabric.RC
-		if lis := s.byUID[e.UID]; lis != nil {
+		lis := s.byUID[e.UID]
+		if lis != nil {
 			ps, qp = lis.ps, lis.qp
 		}
 		decodeEvent(e, qp == fabric.UD, ev)
@@ -260,6 +280,9 @@ func (s *source) getEventLocked(fd int, b *ucma.Buffers, ev *fabric.RawEvent, p 
 			reqIRD: e.Conn.ResponderResources, reqORD: e.Conn.InitiatorDepth}
 		s.eps[child] = struct{}{}
 		ev.Child = child
+		if lis != nil {
+			req.lis, req.child = lis, child
+		}
 	default:
 		ep := s.byUID[e.UID]
 		decodeEvent(e, ep != nil && ep.qp == fabric.UD, ev)
@@ -336,7 +359,88 @@ func (s *source) Migrate(e fabric.Endpoint) error {
 	}
 	old.forget(ep)
 	ep.src = s
+	s.kick()
+	if ep.listening && !slices.Contains(ep.former, old) {
+		// The requests that came while the listener was on old have
+		// their kernel ids there (ucma creates a request's id on its
+		// listener's file, and MIGRATE_ID moves the listener and its
+		// queued events, not those ids): keep old's fd open for them
+		// until the listener goes (adopt moves each when it is read).
+		old.hold()
+		ep.former = append(ep.former, old)
+	}
 	return nil
+}
+
+// adopt moves the kernel id of a connection request just read on s to s's
+// fd, when it is still on the fd of a file its listener left: there,
+// commands on s's fd would find it on another file (EINVAL), and closing
+// that file would destroy it and reject the request, which the application
+// has been handed (as rdma_migrate_id of a synchronous listener does in
+// librdmacm, closing the private channel).
+func (s *source) adopt(lis, child *endpoint) {
+	lis.mu.Lock()
+	former := slices.Clone(lis.former)
+	lis.mu.Unlock()
+	for _, f := range former {
+		if f == s {
+			continue
+		}
+		var cerr error
+		err := f.rc.Control(func(oldfd uintptr) {
+			cerr = s.exec(func(fd int, b *ucma.Buffers) error {
+				_, err := b.Exec(fd, &ucma.MigrateID{ID: child.handle, OldFD: int(oldfd)})
+				return err
+			})
+		})
+		if err == nil && cerr == nil {
+			return
+		}
+	}
+}
+
+// kick wakes a Next waiting for s's fd to become readable: MIGRATE_ID
+// queues the id's events on the fd without waking its waiters (ucma wakes
+// them when an event is added, not when events are moved), so a waiter
+// would sleep on the moved events until another came. The waiter takes the
+// past deadline as stale and reads again. A reactor's epoll of the fd is
+// not woken so.
+func (s *source) kick() {
+	if s.pollable {
+		_ = s.file.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// hold keeps s's fd open past Close until release (see holds).
+func (s *source) hold() {
+	s.mu.Lock()
+	s.holds++
+	s.mu.Unlock()
+}
+
+// release drops a hold; the last one of a closed source closes its fd.
+func (s *source) release() {
+	s.mu.Lock()
+	s.holds--
+	last := s.holds == 0 && s.closed && !s.fdClosed
+	if last {
+		s.fdClosed = true
+	}
+	s.mu.Unlock()
+	if last {
+		_ = s.closeFd()
+	}
+}
+
+// closeFd closes the fd, then the buffers. The fd is closed without s.mu:
+// closing waits for the calls that hold it (a Next's read, a Control), and
+// those may be waiting for s.mu.
+func (s *source) closeFd() error {
+	err := s.file.Close()
+	s.mu.Lock()
+	_ = s.buf.Close()
+	s.mu.Unlock()
+	return err
 }
 
 // forget removes ep from the source's tables.
@@ -369,12 +473,33 @@ func (s *source) Close() error {
 	}
 	s.eps, s.byUID = nil, nil
 	s.mu.Unlock()
+	gone := eps[:0]
 	for _, ep := range eps {
-		ep.gone(s)
+		if ep.gone(s) {
+			gone = append(gone, ep)
+		}
 	}
-	err := s.file.Close()
 	s.mu.Lock()
-	_ = s.buf.Close()
+	if s.holds == 0 || s.fdClosed {
+		done := s.fdClosed
+		s.fdClosed = true
+		s.mu.Unlock()
+		if done {
+			return nil // the last listener's release closed it
+		}
+		return s.closeFd()
+	}
+	// A listener that left keeps the fd open: destroy the ids the fd
+	// holds as closing it would (the requests not yet read stay, for
+	// adopt), and wake the readers, which find the source closed.
+	if !s.fdClosed {
+		_ = s.rc.Control(func(fd uintptr) {
+			for _, ep := range gone {
+				_, _ = s.buf.Exec(int(fd), &ucma.DestroyID{ID: ep.handle})
+			}
+		})
+	}
 	s.mu.Unlock()
-	return err
+	s.kick()
+	return nil
 }

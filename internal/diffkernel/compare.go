@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"syscall"
 
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
@@ -136,6 +137,10 @@ func (c *comparer) compare1(k int, op callseq.Op, soft, kern Epoch) (*comparer, 
 			}
 		}
 		if !sameItems(a, b) {
+			if c.destroyRace(op, s, a, b) {
+				n.used[eqDestroyRace.Name]++
+				continue
+			}
 			if !slices.EqualFunc(sortedItems(a), sortedItems(b), Item.same) ||
 				!legal(startA, a, n.qp[s]) || !legal(startB, b, n.qp[s]) {
 				return n, &Divergence{Epoch: k, Op: op, Slot: s, What: "items", Soft: a, Kernel: b,
@@ -154,6 +159,24 @@ func (c *comparer) compare1(k int, op callseq.Op, soft, kern Epoch) (*comparer, 
 			SoftState: sa, KernelState: sb}
 	}
 	return n, nil
+}
+
+// destroyRace reports whether slot s's items differ only as the race of a
+// connect with the destroy of its listener (op) allows: one REJECTED each,
+// one side's request rejected by the destroy (-ECONNRESET), the other's
+// finding nobody listening (-ECONNREFUSED). b is normalized.
+func (c *comparer) destroyRace(op callseq.Op, s int, a, b Items) bool {
+	if op.Call != journal.CallDestroy || s == op.Slot ||
+		c.soft[op.Slot] != id.StateListen || c.kern[op.Slot] != id.StateListen || len(a) != 1 || len(b) != 1 {
+		return false
+	}
+	reset, refused := -int32(syscall.ECONNRESET), -int32(syscall.ECONNREFUSED)
+	for _, it := range []Item{a[0], b[0]} {
+		if it.Kind != journal.KindEvent || it.Event != id.EventRejected || (it.Status != reset && it.Status != refused) {
+			return false
+		}
+	}
+	return a[0].Status != b[0].Status && a[0].State == b[0].State
 }
 
 func indexEvent(is Items, t id.EventType) int {

@@ -63,6 +63,7 @@ func TestCompare(t *testing.T) {
 		soft, kern string
 		div        string // what differs ("" for nothing)
 		used       string // an equivalence that must have applied
+		listener   bool   // s0 listens on both sides before op
 	}{
 		{name: "same", fl: IWARP, op: "s0 bind local:1",
 			soft: "s0[bind:ok>ADDR_BOUND]", kern: "s0[bind:ok>ADDR_BOUND]"},
@@ -108,6 +109,18 @@ func TestCompare(t *testing.T) {
 		{name: "iWARP disconnect does not", fl: IWARP, op: "s1 disconnect",
 			soft: "s1[disconnect:ok>ESTABLISHED DISCONNECTED:0>DISCONNECTED] s2[DISCONNECTED:0>DISCONNECTED]",
 			kern: "s1[disconnect:ok>ESTABLISHED] s2[DISCONNECTED:0>DISCONNECTED]", div: "items"},
+		{name: "listener destroyed before the request came, IB", fl: IB, op: "s0 destroy", listener: true,
+			soft: "s0[destroy:ok>DESTROYED] s1[REJECTED:-104>FAILED]", kern: "s0[destroy:ok>DESTROYED] s1[REJECTED:8>FAILED]",
+			used: eqDestroyRace.Name},
+		{name: "listener destroyed before the request came, iWARP", fl: IWARP, op: "s0 destroy", listener: true,
+			soft: "s0[destroy:ok>DESTROYED] s1[REJECTED:-111>FAILED]", kern: "s0[destroy:ok>DESTROYED] s1[REJECTED:-104>FAILED]",
+			used: eqDestroyRace.Name},
+		{name: "destroy of an id not listening", fl: IB, op: "s0 destroy",
+			soft: "s0[destroy:ok>DESTROYED] s1[REJECTED:-104>FAILED]", kern: "s0[destroy:ok>DESTROYED] s1[REJECTED:8>FAILED]",
+			div: "items"},
+		{name: "listener destroyed, another status", fl: IB, op: "s0 destroy", listener: true,
+			soft: "s0[destroy:ok>DESTROYED] s1[REJECTED:-104>FAILED]", kern: "s0[destroy:ok>DESTROYED] s1[UNREACHABLE:-110>FAILED]",
+			div: "items"},
 		{name: "order the model allows", fl: IWARP, op: "s0 join g0",
 			soft: "s0/UD[join:ok>ADDR_RESOLVED MULTICAST_JOIN:0>ADDR_RESOLVED ADDR_CHANGE:0>ADDR_RESOLVED]",
 			kern: "s0/UD[join:ok>ADDR_RESOLVED ADDR_CHANGE:0>ADDR_RESOLVED MULTICAST_JOIN:0>ADDR_RESOLVED]"},
@@ -119,6 +132,9 @@ func TestCompare(t *testing.T) {
 			cmp := newComparer(c.fl)
 			if strings.HasPrefix(c.op, "s0 join") {
 				cmp.soft[0], cmp.kern[0] = id.StateAddrResolved, id.StateAddrResolved
+			}
+			if c.listener {
+				cmp.soft[0], cmp.kern[0] = id.StateListen, id.StateListen
 			}
 			n, d := cmp.compare(3, op(t, c.op), epoch(t, c.soft), epoch(t, c.kern))
 			switch {
@@ -228,6 +244,34 @@ func TestKnown(t *testing.T) {
 		}
 		if got != c.known {
 			t.Errorf("bind after %s on %s, kernel %s: documented %q, want %q", c.before, c.fl, c.kern, got, c.known)
+		}
+	}
+	// IB: a synchronous disconnect still waits for its DISCONNECTED when
+	// the id's next call comes.
+	for _, c := range []struct {
+		fl     Flavour
+		before string
+		known  string
+	}{
+		{IB, "s1[disconnect:ok>ESTABLISHED] s2[DISCONNECTED:0>DISCONNECTED]", "ib-sync-disconnect-waits-drep"},
+		{IWARP, "s1[disconnect:ok>ESTABLISHED] s2[DISCONNECTED:0>DISCONNECTED]", ""},
+		{IB, "s1[disconnect:ok>ESTABLISHED DISCONNECTED:0>DISCONNECTED]", ""},
+		{IB, "s1[connect:ok>CONNECT]", ""},
+	} {
+		o := op(t, "s1 accept pd=0")
+		_, d := newComparer(c.fl).compare(1, o, epoch(t, "s1[accept:EINVAL>DISCONNECTED]"), epoch(t, "!busy"))
+		if d == nil {
+			t.Fatal("busy: no divergence")
+		}
+		k := matchKnown(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{o},
+			Soft:   []Epoch{epoch(t, "s1[disconnect:ok>ESTABLISHED DISCONNECTED:0>DISCONNECTED]"), d.SoftEpoch},
+			Kernel: []Epoch{epoch(t, c.before), d.KernelEpoch}})
+		got := ""
+		if k != nil {
+			got = k.Name
+		}
+		if got != c.known {
+			t.Errorf("busy after %s on %s: documented %q, want %q", c.before, c.fl, got, c.known)
 		}
 	}
 	// Probes the kernel of one transport takes.

@@ -46,6 +46,11 @@ var (
 		Kernel: "notify EINVAL (CONNECT, CONNECT_RESPONSE) or EISCONN (ESTABLISHED)", Soft: "notify 0",
 		Why: "IB's rdma_notify hands COMM_EST to the IB CM, which takes it only while a REP waits for its RTU; " +
 			"iWARP's returns 0 whenever the id has a CM id, doing nothing"}
+	eqDestroyRace = Equivalence{Name: "listener-destroy-race",
+		Kernel: "REJECTED -ECONNREFUSED (IB: 8), or -ECONNRESET (IB: 28)", Soft: "the other",
+		Why: "a connect whose request is under way when its listener is destroyed: the request reached the listener " +
+			"first (the destroy rejects it: -ECONNRESET, IB 28) or found nobody listening (-ECONNREFUSED, IB 8), " +
+			"as the two sides' timings fall; either transport"}
 	eqDisconnectDREP = Equivalence{Name: "ib-disconnect-drep", Flavour: IB,
 		Kernel: "the disconnecting side's DISCONNECTED when the peer disconnects too (DREP) or the DREQ times out",
 		Soft:   "the disconnecting side's DISCONNECTED at once",
@@ -54,7 +59,7 @@ var (
 
 // Equivalences lists the table, for reports and documentation.
 var Equivalences = []*Equivalence{&eqRejectReason, &eqNoListener, &eqConnectResponse, &eqTimewait, &eqAbandoned,
-	&eqNotify, &eqDisconnectDREP}
+	&eqNotify, &eqDisconnectDREP, &eqDestroyRace}
 
 // normalize rewrites a kernel slot's items of flavour fl into what the
 // software fabric reports, and says which equivalences applied. soft are
@@ -285,6 +290,29 @@ var Documented = []*Known{
 			"doing nothing; IB refuses it there (the IB CM takes COMM_EST only while a REP waits for its RTU), and so does the model",
 		Match: func(m *Match) bool {
 			return probeTaken(m, IWARP, journal.CallNotify, id.StateListen, id.StateConnectRequest, id.StateFailed, id.StateDisconnected)
+		},
+	},
+	{
+		Name: "ib-sync-disconnect-waits-drep",
+		Why: "IB: a synchronous id's Disconnect returns with its DISCONNECTED, which comes with the peer's DREP (when the " +
+			"peer disconnects too) or when the DREQ times out, as librdmacm's rdma_disconnect; on iWARP, and on the software " +
+			"fabric, it comes at once: the id's next call finds it still busy on the kernel",
+		Match: func(m *Match) bool {
+			d := m.Div
+			if m.Flavour != IB || d.What != "skip" || len(m.Kernel) < 2 || len(m.Soft) == 0 ||
+				m.Kernel[len(m.Kernel)-1].Skip != skipBusy || m.Soft[len(m.Soft)-1].Skip != "" {
+				return false
+			}
+			// The id's last items before: a disconnect taken, its
+			// DISCONNECTED not yet come.
+			for k := len(m.Kernel) - 2; k >= 0; k-- {
+				is := m.Kernel[k].Slots[d.Op.Slot]
+				if len(is) == 0 {
+					continue
+				}
+				return hasCall(is, journal.CallDisconnect, 0) && indexEvent(is, id.EventDisconnected) < 0
+			}
+			return false
 		},
 	},
 }
