@@ -71,10 +71,10 @@ type portTable struct {
 	mu sync.Mutex
 	m  map[portKey][]*binding
 
-	// low and high bound the TCP ports rangePort picks from, and first
-	// picks where its scan starts among n ports; tests set them
-	// (export_test.go), zero values mean ip_local_port_range and a random
-	// start.
+	// low and high bound the TCP ports rangePort picks from (WithPortRange,
+	// or tests: export_test.go), and first picks where its scan starts
+	// among n ports (tests); zero values mean ip_local_port_range and a
+	// random start.
 	low, high int
 	first     func(n int) int
 }

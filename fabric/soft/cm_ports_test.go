@@ -2,6 +2,7 @@ package soft_test
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/netip"
 	"syscall"
@@ -158,5 +159,40 @@ func TestConnectFromExplicitPortWithExistingConnection(t *testing.T) {
 	}
 	if n := countFDs(t); n > before {
 		t.Fatalf("%d descriptors after destroy, %d before", n, before)
+	}
+}
+
+// WithPortRange bounds the ports ids bound to port 0 get: two ids take the
+// range's two ports, a third finds none (EADDRNOTAVAIL, as rdma_cm when its
+// range is used up); a range that is no range is ignored.
+func TestWithPortRange(t *testing.T) {
+	p := freePortPair(t)
+	f := soft.New(soft.WithName("soft-port-range"), soft.WithPortRange(int(p), int(p)+1))
+	ch := newChannel(t, f)
+	got := map[uint16]bool{}
+	for range 2 {
+		cm := mkID(t, ch, nil, id.PSTCP)
+		defer cm.Destroy()
+		if err := cm.Bind(netip.AddrPortFrom(lo4, 0)); err != nil {
+			t.Fatal(err)
+		}
+		got[cm.SrcPort()] = true
+	}
+	if !got[p] || !got[p+1] {
+		t.Fatalf("bound ports %v, want %d and %d", got, p, p+1)
+	}
+	third := mkID(t, ch, nil, id.PSTCP)
+	defer third.Destroy()
+	if err := third.Bind(netip.AddrPortFrom(lo4, 0)); !errors.Is(err, syscall.EADDRNOTAVAIL) {
+		t.Fatalf("third bind in a range of two: %v, want EADDRNOTAVAIL", err)
+	}
+
+	for _, r := range [][2]int{{0, 10}, {20, 10}, {1, 1 << 16}} {
+		g := soft.New(soft.WithName("soft-port-range-ignored"), soft.WithPortRange(r[0], r[1]))
+		cm := mkID(t, newChannel(t, g), nil, id.PSTCP)
+		if err := cm.Bind(netip.AddrPortFrom(lo4, 0)); err != nil || cm.SrcPort() == 0 {
+			t.Errorf("range %v: bind %v, port %d; want the default range used", r, err, cm.SrcPort())
+		}
+		_ = cm.Destroy()
 	}
 }

@@ -38,6 +38,7 @@ type options struct {
 	linger         time.Duration
 	idleGrace      time.Duration
 	crc            bool
+	ports          [2]int    // WithPortRange: low and high, or zeros
 	ud             udOptions // UD and multicast settings (ud_options.go)
 	rc             rcOptions // RC data path settings (rc_options.go)
 }
@@ -84,6 +85,21 @@ func WithIdleGrace(d time.Duration) Option { return func(o *options) { o.idleGra
 // accepts (default off, as siw).
 func WithCRC(on bool) Option { return func(o *options) { o.crc = on } }
 
+// WithPortRange sets the range TCP ports are chosen from when an id binds
+// port 0 (resolve_addr or listen of an unbound id). The default is
+// net.ipv4.ip_local_port_range, where the kernel's rdma_cm picks too: a
+// program that runs this fabric beside the kernel's (siw listens on real
+// TCP ports of the ports rdma_cm picks) gives each its own range so that
+// neither takes the other's port. A range outside 1-65535, or with low
+// above high, is ignored.
+func WithPortRange(low, high int) Option {
+	return func(o *options) {
+		if 0 < low && low <= high && high < 1<<16 {
+			o.ports = [2]int{low, high}
+		}
+	}
+}
+
 // defaultIdleGrace is WithIdleGrace's default: long enough for the next
 // connection of a client making one at a time, short enough that an idle
 // program soon holds nothing.
@@ -101,6 +117,7 @@ func New(opts ...Option) *Fabric {
 	}
 	f := &Fabric{opts: o, log: o.log.With().Str("component", "soft").Logger()}
 	f.mon.f = f
+	f.ports.low, f.ports.high = o.ports[0], o.ports[1]
 	f.eng.log, f.eng.grace = f.log, o.idleGrace
 	if o.netdevs != nil {
 		f.devs.filter = make(map[string]bool)
