@@ -46,7 +46,12 @@ var (
 	hangFlag = flag.Duration("hang", 2*time.Minute, "a sequence still running after this long is a divergence (it hung): reported with its sequence, and left behind")
 	budget   = flag.Duration("budget", 0, "start no sequence after this long (0: no limit): the summary counts the sequences run")
 	probes   = flag.Bool("probes", false, "print the probe table: in each of a set of states, every call the model refuses, made on the kernel past the library's check")
+	split    = flag.Bool("split-ports", true, "give the kernel's rdma_cm the lower half of net.ipv4.ip_local_port_range (written: the VM's, run as root) and the software fabric the upper half, so that siw never listens on a port the software fabric holds")
 )
+
+// softPorts is the range the software fabric picks automatic ports from
+// (zeros: its default, the whole ip_local_port_range).
+var softPorts [2]int
 
 func main() {
 	flag.Parse()
@@ -58,6 +63,9 @@ func main() {
 			os.Exit(2)
 		}
 		devs = append(devs, d)
+	}
+	if *split {
+		softPorts = splitPortRange()
 	}
 	runners := make([]*diffkernel.Runner, len(devs))
 	for k, d := range devs {
@@ -86,7 +94,36 @@ func main() {
 // answers ends in neither within a sequence.
 func softFabric(d diffkernel.Device) fabric.Fabric {
 	return soft.New(soft.WithName("diff-"+d.Netdev), soft.WithNetdevs(d.Netdev),
-		soft.WithConnectTimeout(time.Minute), soft.WithSIDRRetry(4*time.Second, 15))
+		soft.WithConnectTimeout(time.Minute), soft.WithSIDRRetry(4*time.Second, 15),
+		soft.WithPortRange(softPorts[0], softPorts[1]))
+}
+
+// portRangeFile is the kernel's range of automatic ports, which rdma_cm
+// picks from when an id binds port 0.
+const portRangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
+
+// splitPortRange gives the kernel the lower half of its automatic port
+// range and returns the upper half for the software fabric. Both sides pick
+// automatic ports from that range, and siw listens on a real TCP port for
+// each kernel listener: with one range, a kernel listen on an unbound id
+// could draw a port the software side's sockets held at that moment and
+// fail EADDRINUSE (siw0, seed 2026, sequence 268, seen once in CI), a
+// collision of the two sides' ports, not of semantics. Without the right to
+// write the range, the software fabric still keeps to the upper half and
+// the collision is only rarer.
+func splitPortRange() [2]int {
+	low, high := 32768, 60999
+	if b, err := os.ReadFile(portRangeFile); err == nil {
+		var l, h int
+		if _, err := fmt.Sscan(string(b), &l, &h); err == nil && 0 < l && l < h {
+			low, high = l, h
+		}
+	}
+	mid := low + (high-low)/2
+	if err := os.WriteFile(portRangeFile, []byte(fmt.Sprintf("%d %d\n", low, mid)), 0); err != nil {
+		fmt.Fprintf(os.Stderr, "diff-kernel: the kernel keeps ports %d-%d (%v); the software fabric takes %d-%d\n", low, high, err, mid+1, high)
+	}
+	return [2]int{mid + 1, high}
 }
 
 func runOne(r *diffkernel.Runner, d diffkernel.Device) int {
