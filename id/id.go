@@ -293,11 +293,11 @@ func (i *ID) waitCompleted(done func() bool) {
 	i.mu.Unlock()
 }
 
-// waitAll waits until every event reported so far is acknowledged, unless
-// a handler of one of the id's events is running (see handlerRunning). It
-// reports whether it waited.
-func (i *ID) waitAll() bool {
-	goal := i.reported.Load()
+// waitAcked waits until goal events of the id are acknowledged (goal: a
+// count of events reported, taken by the caller), unless a handler of one of
+// the id's events is running (see handlerRunning). It reports whether it
+// waited.
+func (i *ID) waitAcked(goal uint64) bool {
 	if i.handlerRunning() {
 		return false
 	}

@@ -28,6 +28,13 @@ func (i *ID) Migrate(ch Channel) error {
 			err = errorf("migrate_id", syscall.EINVAL, "channel is closed or on another fabric")
 		}
 	}
+	// The events reported through the old channel, counted before the move:
+	// once moved, a reader of the new channel may be handed the id's next
+	// event at once (the kernel fabric wakes one already waiting), and
+	// waiting for that one too would wait for an Ack that the caller of
+	// Migrate may only give after it returns (as rdma_migrate_id waits for
+	// the events_reported the kernel counted on the old file).
+	goal := i.reported.Load()
 	if err == nil {
 		if err = dst.Migrate(i.ep); err != nil && ch == nil {
 			_ = dst.Close()
@@ -49,6 +56,6 @@ func (i *ID) Migrate(ch Channel) error {
 	if wasSync {
 		_ = oldSrc.Close()
 	}
-	i.waitAll()
+	i.waitAcked(goal)
 	return nil
 }
