@@ -83,8 +83,16 @@ func (p *rcPath) first() {
 	if p.waitRTR {
 		p.waitRTR = false
 		c := p.c
-		raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
-		c.ep.emit(&raw)
+		// An id disconnected while it waited for the RTR has reported
+		// DISCONNECTED (rcTransport.disconnect, under ep.mu): no
+		// ESTABLISHED follows it.
+		ep := c.ep
+		ep.mu.Lock()
+		if !ep.discReported {
+			raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
+			ep.emitLocked(&raw)
+		}
+		ep.mu.Unlock()
 	}
 }
 

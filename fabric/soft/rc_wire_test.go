@@ -456,6 +456,30 @@ func TestRCP2PWire(t *testing.T) {
 		s.close(t)
 		quiesceFabs(t, f)
 	})
+	t.Run("responder-disconnects-before-rtr", func(t *testing.T) {
+		// An accepted id disconnected while it waits for the initiator's
+		// RTR has reported DISCONNECTED; the RTR arriving after that must
+		// not report ESTABLISHED (the fuzzer's FuzzSoftRC/5903e67827f819c6
+		// saw DISCONNECTED, then ESTABLISHED on the same id).
+		f := soft.New()
+		s := newRawServerSide(t, f)
+		req := enhancedReq(false)
+		req.P2P, req.WriteRTR = true, true
+		c, rep := s.rawAccept(t, req, false)
+		if !rep.P2P || !rep.WriteRTR {
+			t.Fatalf("reply %+v", rep)
+		}
+		if err := s.ids[len(s.ids)-1].Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		s.ch.want(t, id.EventDisconnected)
+		_, _ = c.Write(soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false))
+		s.ch.none(t, 200*time.Millisecond)
+		_ = c.Close()
+		s.ch.none(t, 50*time.Millisecond)
+		s.close(t)
+		quiesceFabs(t, f)
+	})
 }
 
 // TestRCP2PRTRRepeat: a P2P initiator whose responder stays silent after
