@@ -9,6 +9,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/cmrt/cmrt/internal/portrange"
 	"golang.org/x/sys/unix"
 )
 
@@ -337,16 +338,7 @@ func (t *portTable) anyPort(tr proto, addr netip.AddrPort, reuse, afonly bool) (
 
 // ephemeralRange returns net.ipv4.ip_local_port_range (read once), or the
 // kernel's default range when it cannot be read.
-var ephemeralRange = sync.OnceValues(func() (int, int) {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err == nil {
-		var low, high int
-		if _, err := fmt.Sscan(string(b), &low, &high); err == nil && 0 < low && low <= high && high < 1<<16 {
-			return low, high
-		}
-	}
-	return 32768, 60999
-})
+var ephemeralRange = sync.OnceValues(portrange.ReadOrDefault)
 
 // bindSocket opens a socket of the right family and type bound to addr.
 func bindSocket(tr proto, addr netip.AddrPort, afonly bool) (int, error) {

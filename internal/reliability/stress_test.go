@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"net/netip"
-	"os"
 	"runtime"
 	"slices"
 	"strconv"
@@ -21,6 +20,7 @@ import (
 	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/portrange"
 )
 
 // This file sorts last on purpose: the cycles leave some ten thousand
@@ -198,14 +198,9 @@ func helperPorts() int {
 	base := helperStart()
 	addr := netip.MustParseAddr(arg("addr", ""))
 	free := argInt("free", 4)
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	lo, hi, err := portrange.Read()
 	if err != nil {
-		say("fail %v", err)
-		return 1
-	}
-	var lo, hi int
-	if _, err := fmt.Sscan(string(b), &lo, &hi); err != nil {
-		say("fail port range %q: %v", b, err)
+		say("fail port range: %v", err)
 		return 1
 	}
 	half := lo + ((hi+1-lo)>>2)<<1 // inet_csk_find_open_port's first half

@@ -31,6 +31,7 @@ import (
 	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/callseq"
 	"github.com/cmrt/cmrt/internal/diffkernel"
+	"github.com/cmrt/cmrt/internal/portrange"
 )
 
 var (
@@ -98,10 +99,6 @@ func softFabric(d diffkernel.Device) fabric.Fabric {
 		soft.WithPortRange(softPorts[0], softPorts[1]))
 }
 
-// portRangeFile is the kernel's range of automatic ports, which rdma_cm
-// picks from when an id binds port 0.
-const portRangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
-
 // splitPortRange gives the kernel the lower half of its automatic port
 // range and returns the upper half for the software fabric. Both sides pick
 // automatic ports from that range, and siw listens on a real TCP port for
@@ -112,15 +109,9 @@ const portRangeFile = "/proc/sys/net/ipv4/ip_local_port_range"
 // write the range, the software fabric still keeps to the upper half and
 // the collision is only rarer.
 func splitPortRange() [2]int {
-	low, high := 32768, 60999
-	if b, err := os.ReadFile(portRangeFile); err == nil {
-		var l, h int
-		if _, err := fmt.Sscan(string(b), &l, &h); err == nil && 0 < l && l < h {
-			low, high = l, h
-		}
-	}
+	low, high := portrange.ReadOrDefault()
 	mid := low + (high-low)/2
-	if err := os.WriteFile(portRangeFile, []byte(fmt.Sprintf("%d %d\n", low, mid)), 0); err != nil {
+	if err := portrange.Write(low, mid); err != nil {
 		fmt.Fprintf(os.Stderr, "diff-kernel: the kernel keeps ports %d-%d (%v); the software fabric takes %d-%d\n", low, high, err, mid+1, high)
 	}
 	return [2]int{mid + 1, high}

@@ -24,6 +24,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/portrange"
 )
 
 // Main runs the tests and then checks that no goroutine and no id
@@ -100,15 +101,10 @@ func FreePorts(t testing.TB, n int) int {
 
 // ephemeralStart is the first port of the kernel's ephemeral range.
 func ephemeralStart() int {
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil && v > 12000 {
-				return v
-			}
-		}
+	if low, _ := portrange.ReadOrDefault(); low > 12000 {
+		return low
 	}
-	return 32768
+	return portrange.Default[0]
 }
 
 // WaitListening waits until a TCP socket listens on port (any address),
