@@ -51,10 +51,26 @@ func TestParse(t *testing.T) {
 		t.Fatalf("got\n%s\nwant\n%s", seq, want)
 	}
 	for _, bad := range []string{"create tcp", "s0 frobnicate", "s0 bind local", "s0 bind local:9", "sx listen 0",
-		"s0 create tcp ch3", "s0 connect 5", "s0 probe", "s0 join g7", "s0 set_option nagle", "s0 create sctp ch0"} {
+		"s0 create tcp ch3", "s0 connect 5", "s0 probe", "s0 join g7", "s0 set_option nagle", "s0 create sctp ch0",
+		"s0 create ps0x ch0", "s0 create ps0x10000 ch0", "s0 create ps0xzz ch0"} {
 		if _, err := Parse(bad); err == nil {
 			t.Errorf("Parse(%q) succeeded", bad)
 		}
+	}
+}
+
+// TestPortSpaceText: every port space, named or not, is written as Parse
+// reads it back.
+func TestPortSpaceText(t *testing.T) {
+	for _, ps := range []id.PortSpace{id.PSTCP, id.PSUDP, id.PSIB, id.PSIPoIB, 0, 0x0105, 0xffff} {
+		op := Op{Call: journal.CallCreate, Slot: 3, PS: ps, Chan: 1}
+		back, err := Parse(op.String())
+		if err != nil || len(back) != 1 || back[0] != op {
+			t.Errorf("%#x: %q read back as %v, %v", uint16(ps), op.String(), back, err)
+		}
+	}
+	if got := (Op{Call: journal.CallCreate, PS: id.PSIB}).String(); !strings.Contains(got, " ib ") {
+		t.Errorf("PSIB written %q", got)
 	}
 }
 

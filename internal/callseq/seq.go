@@ -116,6 +116,36 @@ type Op struct {
 // Seq is a sequence of operations.
 type Seq []Op
 
+// portSpaces names the port spaces in a sequence's text; others are
+// written ps0xNNNN.
+var portSpaces = [...]struct {
+	ps   id.PortSpace
+	name string
+}{{id.PSTCP, "tcp"}, {id.PSUDP, "udp"}, {id.PSIB, "ib"}, {id.PSIPoIB, "ipoib"}}
+
+func psName(ps id.PortSpace) string {
+	for _, p := range portSpaces {
+		if p.ps == ps {
+			return p.name
+		}
+	}
+	return fmt.Sprintf("ps%#x", uint16(ps))
+}
+
+func parsePS(s string) (id.PortSpace, error) {
+	for _, p := range portSpaces {
+		if p.name == s {
+			return p.ps, nil
+		}
+	}
+	if h, ok := strings.CutPrefix(s, "ps0x"); ok {
+		if v, err := strconv.ParseUint(h, 16, 16); err == nil {
+			return id.PortSpace(v), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown port space %q", s)
+}
+
 // String formats the operation on one line, as Parse reads it.
 func (op Op) String() string {
 	var b strings.Builder
@@ -126,11 +156,7 @@ func (op Op) String() string {
 	b.WriteString(op.Call.String())
 	switch op.Call {
 	case journal.CallCreate:
-		ps := map[id.PortSpace]string{id.PSTCP: "tcp", id.PSUDP: "udp", id.PSIB: "ib", id.PSIPoIB: "ipoib"}[op.PS]
-		if ps == "" {
-			ps = fmt.Sprintf("ps%#x", uint16(op.PS))
-		}
-		fmt.Fprintf(&b, " %s %s", ps, chanName(op.Chan))
+		fmt.Fprintf(&b, " %s %s", psName(op.PS), chanName(op.Chan))
 		if op.Peer {
 			b.WriteString(" peer")
 		}
@@ -227,17 +253,8 @@ func parseOp(line string) (Op, error) {
 		if err := need(2); err != nil {
 			return op, err
 		}
-		switch args[0] {
-		case "tcp":
-			op.PS = id.PSTCP
-		case "udp":
-			op.PS = id.PSUDP
-		case "ib":
-			op.PS = id.PSIB
-		case "ipoib":
-			op.PS = id.PSIPoIB
-		default:
-			return op, fmt.Errorf("unknown port space %q", args[0])
+		if op.PS, err = parsePS(args[0]); err != nil {
+			return op, err
 		}
 		if op.Chan, err = parseChan(args[1]); err != nil {
 			return op, err
