@@ -2,6 +2,7 @@ package id_test
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"net/netip"
 	"strings"
@@ -235,6 +236,57 @@ func TestMigrate(t *testing.T) {
 	other := fakefab.New("other", false)
 	ch3 := newChan(t, other)
 	wantErrno(t, cm.Migrate(ch3), syscall.EINVAL) // another fabric
+}
+
+// TestMigrateReaderOfNewChannel: Migrate waits for the acknowledgement of
+// the events reported through the old channel only. A reader already
+// waiting on the new channel may be handed a moved event before Migrate
+// returns; its Ack may come after Migrate returns, so Migrate must not wait
+// for it (it did: it counted the events reported at its end, and hung; on
+// the kernel fabric TestMigrateListenerQueuedRequest/reader-waiting hung
+// once in CI). The fabric's BeforeClose hook holds Migrate, between its
+// move and its wait, until the reader has the event.
+func TestMigrateReaderOfNewChannel(t *testing.T) {
+	f := fakefab.New("fake", false)
+	ch2 := newChan(t, f)
+	cm := newID(t, nil, id.PSTCP, id.WithFabric(f)) // synchronous: Migrate closes its private source
+	defer cm.Destroy()
+	ep(cm).Inject(id.EventUser, 7, nil) // queued on the private channel, not reported
+	got := make(chan *id.Event, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		ev, err := ch2.GetEventContext(ctx)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ev
+	}()
+	var ev *id.Event
+	f.BeforeClose = func() {
+		select {
+		case ev = <-got:
+		case <-time.After(5 * time.Second):
+			t.Error("the reader of the new channel got nothing")
+		}
+	}
+	hung, done := blocks(func() {
+		if err := cm.Migrate(ch2); err != nil {
+			t.Error(err)
+		}
+	}, 2*time.Second)
+	f.BeforeClose = nil
+	if ev == nil || ev.ID != cm || ev.Status != 7 {
+		t.Fatalf("the reader got %v, want the moved event", ev)
+	}
+	if hung {
+		t.Error("Migrate waited for the Ack of an event reported through the new channel")
+	}
+	_ = ev.Ack()
+	<-done
+	if cm.Channel() != ch2 || cm.Synchronous() {
+		t.Fatal("id not on the new channel")
+	}
 }
 
 func TestSyncListenerGetRequest(t *testing.T) {

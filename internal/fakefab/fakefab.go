@@ -23,6 +23,9 @@ type Fabric struct {
 	// network: ADDR_RESOLVED, ROUTE_RESOLVED, ESTABLISHED, DISCONNECTED,
 	// MULTICAST_JOIN.
 	Auto bool
+	// BeforeClose, if set, runs at the start of every Source.Close: tests
+	// use it to order a step inside a caller that closes a source.
+	BeforeClose func()
 
 	mu   sync.Mutex
 	fail map[string]error
@@ -158,6 +161,9 @@ func (s *Source) Migrate(e fabric.Endpoint) error {
 
 // Close implements fabric.EventSource.
 func (s *Source) Close() error {
+	if h := s.f.BeforeClose; h != nil {
+		h()
+	}
 	s.mu.Lock()
 	eps := make([]*Endpoint, 0, len(s.eps))
 	for ep := range s.eps {
