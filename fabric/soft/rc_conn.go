@@ -38,34 +38,38 @@ const maxHandshake = iwarp.MPAHeaderLen + iwarp.MaxPrivateData
 // post for it), and a goroutine posting a send takes it to write on the
 // socket itself (rcPath.post). Closing the socket, and everything that
 // needs the loop's epoll set, happens on the loop only.
+//
+// Every connection of a server holds one, so its fields are packed (the
+// flags together) and hold nothing only the set-up needs once it is done:
+// the MPA Request's private data is copied into its CONNECT_REQUEST event,
+// not kept (TestConnSize).
 type conn struct {
-	mu     sync.Mutex
-	l      *loop
-	f      *Fabric
-	fd     int
-	gen    uint32
-	state  connState
-	active bool
-	ep     *endpoint // nil on the passive side until the request arrives
-	lis    *listener // passive: the listener that accepted it
-	counts bool      // passive: counted in lis.pending
+	mu      sync.Mutex
+	l       *loop
+	f       *Fabric
+	fd      int
+	gen     uint32
+	state   connState
+	active  bool
+	counts  bool // passive: counted in lis.pending
+	out     bool // EPOLLOUT armed
+	closeOK bool // close once wbuf drains (after our FIN)
+	crc     bool
+	ird     uint16
+	ord     uint16
+	ep      *endpoint // nil on the passive side until the request arrives
+	lis     *listener // passive: the listener that accepted it
 
 	// passive, until the MPA Request comes: the listener's pool
 	src              netip.Addr // the source host the pool counts it under
 	inPool, inSource *list.Element
 
-	rbuf    []byte // handshake bytes
-	wbuf    []byte // bytes the socket did not take yet
-	out     bool   // EPOLLOUT armed
-	closeOK bool   // close once wbuf drains (after our FIN)
-	timer   *time.Timer
+	rbuf  []byte // handshake bytes
+	wbuf  []byte // bytes the socket did not take yet
+	timer *time.Timer
 
 	param fabric.ConnParam // active: what was asked for
-	req   iwarp.MPAFrame
-	reqPD [iwarp.MaxPrivateData]byte
-
-	crc      bool
-	ird, ord uint16
+	req   iwarp.MPAFrame   // the MPA Request, its private data dropped once reported
 
 	dp *rcPath // the RC data path, from RTS on (rc_path.go)
 }
@@ -286,7 +290,8 @@ func (c *conn) parseReply() {
 	raw.SetPrivateData(f.PrivateData)
 	rest := c.rbuf[n:]
 	c.rbuf = nil
-	c.startDataPath(false, false, rtr) // the RTR, if any, goes out first
+	c.param.PrivateData, c.req.PrivateData = nil, nil // sent: not kept for the connection's life
+	c.startDataPath(false, false, rtr)                // the RTR, if any, goes out first
 	ep.emit(&raw)
 	if len(rest) > 0 && c.state == csRTS {
 		c.dp.rx(rest) // FPDUs that came right behind the Reply
@@ -328,9 +333,8 @@ func (c *conn) parseRequest() {
 		c.closeNow()
 		return
 	}
-	pd := copy(c.reqPD[:], f.PrivateData)
-	f.PrivateData = c.reqPD[:pd]
 	c.req = f
+	c.req.PrivateData = nil // the event below copies it
 	c.rbuf = nil
 	child, err := lis.newChild(c)
 	if err != nil {
