@@ -359,10 +359,64 @@ func (c *conn) parseRequest() {
 }
 
 // accept answers the request with an MPA Reply and reports ESTABLISHED.
+// On the loop, c.mu held.
 func (c *conn) accept(p *fabric.ConnParam) error {
 	if c.state != csReqRecv {
 		return syscall.ECONNRESET
 	}
+	b, p2p, err := c.acceptReply(p)
+	if err != nil {
+		return err
+	}
+	c.state = csRTS
+	c.uncount()
+	c.write(b)
+	if c.state != csRTS {
+		return nil // the write failed: peerGone reported it
+	}
+	c.accepted(p2p)
+	return nil
+}
+
+// acceptDirect is accept on the caller's goroutine, c.mu held, sparing
+// Accept a round trip through the loop: it answers when the Reply goes
+// into the socket (or starts to) and the data path starts holding its
+// first FPDU (P2P, or the responder hold), so that nothing of the answer
+// needs the loop. Otherwise, and when the socket takes nothing of the
+// Reply (a failed write is the loop's to report), it changes nothing and
+// reports false: the loop must answer (accept).
+func (c *conn) acceptDirect(p *fabric.ConnParam) (bool, error) {
+	if c.state != csReqRecv {
+		return true, syscall.ECONNRESET
+	}
+	if !c.grantsP2P() && c.f.opts.rc.responderHold() < 0 {
+		return false, nil // the data path may write at once
+	}
+	b, p2p, err := c.acceptReply(p)
+	if err != nil {
+		return true, err
+	}
+	n, err := unix.Write(c.fd, b)
+	for err == unix.EINTR {
+		n, err = unix.Write(c.fd, b)
+	}
+	if err != nil || n <= 0 {
+		return false, nil
+	}
+	c.state = csRTS
+	c.uncount()
+	if n < len(b) {
+		c.wbuf = append(c.wbuf, b[n:]...)
+		c.setOut(true)
+	}
+	c.accepted(p2p)
+	return true, nil
+}
+
+// acceptReply builds the MPA Reply accepting the request with p, settling
+// the connection's IRD, ORD and CRC; p2p reports whether P2P mode is
+// granted.
+func (c *conn) acceptReply(p *fabric.ConnParam) (b []byte, p2p bool, err error) {
 	r := iwarp.MPAFrame{
 		Reply: true, Rev: c.req.Rev, Enhanced: c.req.Enhanced, Flags: c.req.Flags,
 		CRC: c.req.CRC || c.f.opts.crc, PrivateData: p.PrivateData,
@@ -373,24 +427,23 @@ func (c *conn) accept(p *fabric.ConnParam) error {
 		c.ord = min(c.ord, max(c.req.IRD, 1))
 	}
 	r.IRD, r.ORD = c.ird, c.ord
-	p2p := c.replyRTR(&r)
-	b, err := iwarp.AppendMPA(make([]byte, 0, r.Len()), &r)
+	p2p = c.replyRTR(&r)
+	b, err = iwarp.AppendMPA(make([]byte, 0, r.Len()), &r)
 	if err != nil {
-		return syscall.EINVAL
+		return nil, false, syscall.EINVAL
 	}
 	c.crc = r.CRC
-	c.state = csRTS
-	c.uncount()
-	c.write(b)
-	if c.state != csRTS {
-		return nil // the write failed: peerGone reported it
-	}
+	return b, p2p, nil
+}
+
+// accepted starts the data path of a connection whose Reply is written
+// (or queued) and reports ESTABLISHED, which in P2P mode waits for the RTR.
+func (c *conn) accepted(p2p bool) {
 	c.startDataPath(true, p2p, 0)
-	if !p2p { // in P2P mode ESTABLISHED waits for the RTR
+	if !p2p {
 		raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 		c.ep.emit(&raw)
 	}
-	return nil
 }
 
 // reject answers the request with a Reject Reply and closes. A request
@@ -414,10 +467,11 @@ func (c *conn) reject(pd []byte) error {
 }
 
 // uncount takes a passive connection out of its listener's pending count.
+// c.mu is held; any goroutine.
 func (c *conn) uncount() {
 	if c.counts {
 		c.counts = false
-		c.lis.pending--
+		c.lis.pending.Add(-1)
 	}
 }
 
@@ -660,11 +714,15 @@ func (c *conn) offerP2P(f *iwarp.MPAFrame) {
 	}
 }
 
+// grantsP2P reports whether the answer to the request puts the connection
+// in P2P mode (replyRTR).
+func (c *conn) grantsP2P() bool { return c.req.HasIRDORD() && c.req.P2P }
+
 // replyRTR answers a P2P request in the MPA Reply r as siw does: a Write
 // RTR when offered, else a Read RTR, else Write. It reports whether P2P is
 // in effect.
 func (c *conn) replyRTR(r *iwarp.MPAFrame) bool {
-	if !c.req.HasIRDORD() || !c.req.P2P {
+	if !c.grantsP2P() {
 		return false
 	}
 	r.P2P = true

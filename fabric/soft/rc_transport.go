@@ -172,9 +172,20 @@ func (t *rcTransport) accept(uid uint64, p *fabric.ConnParam) error {
 	}
 	ep.uid = uid
 	ep.mu.Unlock()
+	c.mu.Lock()
+	if c.state == csReqRecv {
+		ep.applySockopts(c.fd, 7)
+	}
+	done, err := c.acceptDirect(p)
+	c.mu.Unlock()
+	if done {
+		if err != nil {
+			return fmt.Errorf("soft: accept: connection request gone: %w", err)
+		}
+		return nil
+	}
 	param := *p
 	param.PrivateData = append([]byte(nil), p.PrivateData...)
-	var err error
 	c.l.call(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -242,13 +253,15 @@ func (t *rcTransport) disconnect() error {
 }
 
 // requestRead implements transport: the listener's count of unread
-// requests drops.
+// requests drops, on the reader's goroutine (no trip to the loop).
 func (t *rcTransport) requestRead() {
 	t.ep.mu.Lock()
 	c := t.conn
 	t.ep.mu.Unlock()
 	if c != nil {
-		c.l.post(c.uncount)
+		c.mu.Lock()
+		c.uncount()
+		c.mu.Unlock()
 	}
 }
 

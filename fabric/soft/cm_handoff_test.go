@@ -1,0 +1,51 @@
+package soft_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/cmrt/cmrt/fabric/soft"
+	"github.com/cmrt/cmrt/id"
+)
+
+// The set-up calls that need no loop do not wait for one: each test holds a
+// fabric's loop busy and checks that the call returns and its peer
+// progresses. Each such trip to the loop was a goroutine hand-off (and a
+// wakeup) in every connection's set-up.
+
+// TestAcceptWithoutLoop: Accept writes the MPA Reply on the caller's
+// goroutine, so it returns, and the initiator is ESTABLISHED, while the
+// responder's loop is busy; the responder's ESTABLISHED (P2P: on the RTR,
+// which the loop reads) follows once the loop runs.
+func TestAcceptWithoutLoop(t *testing.T) {
+	sf, cf := soft.New(soft.WithName("srv-accept")), soft.New(soft.WithName("cli-accept"))
+	defer sf.Quiesce()
+	defer cf.Quiesce()
+	sch, cch := newChannel(t, sf), newChannel(t, cf)
+	l := cmListen(t, sch, nil)
+	defer l.Destroy()
+	cli := connectRC(t, cch, l.LocalAddr(), "hold")
+	defer cli.Destroy()
+	ev := next(t, sch, id.EventConnectRequest)
+	child := ev.ID
+	defer child.Destroy()
+	_ = ev.Ack()
+
+	release := soft.HoldLoop(sf)
+	defer release()
+	done := make(chan error, 1)
+	go func() { done <- child.Accept(nil) }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("accept: %v", err)
+		}
+	case <-time.After(2 * time.Second):
+		release()
+		<-done
+		t.Fatal("accept waited for the responder's loop")
+	}
+	_ = next(t, cch, id.EventEstablished).Ack()
+	release()
+	_ = next(t, sch, id.EventEstablished).Ack()
+}
