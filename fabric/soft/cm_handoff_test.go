@@ -49,3 +49,43 @@ func TestAcceptWithoutLoop(t *testing.T) {
 	release()
 	_ = next(t, sch, id.EventEstablished).Ack()
 }
+
+// TestConnectRequestWithoutLoop: when TCP is up as connect(2) returns (on
+// loopback it is), Connect writes the MPA Request itself, so the responder
+// gets its CONNECT_REQUEST while the initiator's loop is busy; the
+// initiator's ESTABLISHED (its loop reads the Reply) follows once the
+// loop runs.
+func TestConnectRequestWithoutLoop(t *testing.T) {
+	sf, cf := soft.New(soft.WithName("srv-connect")), soft.New(soft.WithName("cli-connect"))
+	defer sf.Quiesce()
+	defer cf.Quiesce()
+	sch, cch := newChannel(t, sf), newChannel(t, cf)
+	l := cmListen(t, sch, nil)
+	defer l.Destroy()
+	cli := mkID(t, cch, nil, id.PSTCP)
+	defer cli.Destroy()
+	resolve(t, cch, cli, l.LocalAddr())
+
+	release := soft.HoldLoop(cf)
+	defer release()
+	if err := cli.Connect(&id.ConnParam{PrivateData: []byte("early")}); err != nil {
+		t.Fatal(err)
+	}
+	ev, err := nextWithin(sch, 2*time.Second)
+	if err != nil {
+		t.Fatalf("no CONNECT_REQUEST while the initiator's loop is busy: %v", err)
+	}
+	if ev.Type != id.EventConnectRequest || string(ev.Conn.PrivateData) != "early" {
+		_ = ev.Ack()
+		t.Fatalf("got %s with %q", ev.Type, ev.Conn.PrivateData)
+	}
+	child := ev.ID
+	defer child.Destroy()
+	_ = ev.Ack()
+	if err := child.Accept(nil); err != nil {
+		t.Fatal(err)
+	}
+	release()
+	_ = next(t, cch, id.EventEstablished).Ack()
+	_ = next(t, sch, id.EventEstablished).Ack()
+}

@@ -100,19 +100,72 @@ func (c *conn) stopTimer() {
 }
 
 // startActive registers a connecting socket. connectErr is what connect(2)
-// returned, if it failed at once.
-func (c *conn) startActive(connectErr error) {
-	gen, err := c.l.register(c.fd, poll.In|poll.Out|poll.RDHup, c)
+// returned, if it failed at once; writeErr what the write of an early MPA
+// Request (requestEarly) failed with. Until the Request is sent the socket
+// is polled for writable (TCP up).
+func (c *conn) startActive(connectErr error, writeErr syscall.Errno) {
+	ev := uint32(poll.In | poll.RDHup)
+	out := c.state == csConnecting || len(c.wbuf) > 0
+	if out {
+		ev |= poll.Out
+	}
+	gen, err := c.l.register(c.fd, ev, c)
 	if err != nil {
 		c.failConnect(errnoOf(err))
 		return
 	}
-	c.gen, c.out = gen, true
+	c.gen, c.out = gen, out
 	c.armTimer(c.ep.connectTimeout(&c.param))
-	if connectErr != nil {
+	switch {
+	case connectErr != nil:
 		c.failConnect(errnoOf(connectErr))
+	case writeErr != 0:
+		c.peerGone(writeErr)
 	}
 }
+
+// requestEarly sends the MPA Request on the connecting goroutine, before
+// the loop has the socket, when TCP is up by the time connect(2) returns
+// (on loopback it is): the Request then needs no trip through the loop
+// first. local is the id's bound address; a possible self-connect (local
+// port = remote port) and a connection still in progress are left to the
+// loop (connected). It returns the errno of a failed write (the loop
+// reports it), and leaves the state as it was when nothing was sent. c is
+// not yet registered; c.mu is held.
+func (c *conn) requestEarly(local, remote netip.AddrPort) syscall.Errno {
+	if c.state != csConnecting || local.Port() == remote.Port() || !local.Addr().IsValid() || local.Addr().IsUnspecified() {
+		return 0
+	}
+	if st, err := unix.GetsockoptByte(c.fd, unix.IPPROTO_TCP, unix.TCP_INFO); err != nil || st != tcpEstablished {
+		return 0
+	}
+	b, ok := c.request()
+	if !ok {
+		return 0 // the loop fails the connect
+	}
+	n, err := unix.Write(c.fd, b)
+	for err == unix.EINTR {
+		n, err = unix.Write(c.fd, b)
+	}
+	switch {
+	case err == unix.EAGAIN || (err == nil && n <= 0):
+		return 0
+	case err != nil:
+		// The write took the socket's pending error, which SO_ERROR would
+		// no longer report: the loop reports it as the exchange failing.
+		c.state = csReqSent
+		return errnoOf(err)
+	}
+	c.state = csReqSent
+	if n < len(b) {
+		c.wbuf = append(c.wbuf, b[n:]...)
+	}
+	return 0
+}
+
+// tcpEstablished is the Linux TCP state (tcpi_state, TCP_INFO's first byte)
+// of a connection that is up.
+const tcpEstablished = 1
 
 // startPassive registers an accepted socket waiting for its MPA Request.
 func (c *conn) startPassive() {
@@ -161,7 +214,20 @@ func (c *conn) connected() {
 		c.failConnect(syscall.ECONNREFUSED)
 		return
 	}
-	_ = unix.SetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	// TCP_NODELAY is set already (applySockopts, before connect).
+	b, ok := c.request()
+	if !ok {
+		c.failConnect(syscall.EINVAL)
+		return
+	}
+	c.state = csReqSent
+	c.setOut(false)
+	c.write(b)
+}
+
+// request builds the MPA Request of an active connection and keeps it in
+// c.req for the Reply's checks.
+func (c *conn) request() ([]byte, bool) {
 	f := iwarp.MPAFrame{
 		Rev: iwarp.MPARev2, Enhanced: true, CRC: c.f.opts.crc,
 		IRD: uint16(clampRd(c.param.ResponderResources)), ORD: uint16(clampRd(c.param.InitiatorDepth)),
@@ -170,13 +236,7 @@ func (c *conn) connected() {
 	c.offerP2P(&f)
 	c.req = f
 	b, err := iwarp.AppendMPA(make([]byte, 0, f.Len()), &f)
-	if err != nil {
-		c.failConnect(syscall.EINVAL)
-		return
-	}
-	c.state = csReqSent
-	c.setOut(false)
-	c.write(b)
+	return b, err == nil
 }
 
 // clampRd turns a requested read depth into what goes on the wire: 0xFF is
@@ -633,10 +693,10 @@ func (c *conn) setOut(on bool) {
 // takes c.mu.
 
 // taskStartActive registers a connecting socket (startActive).
-func (c *conn) taskStartActive(connectErr error) {
+func (c *conn) taskStartActive(connectErr error, writeErr syscall.Errno) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.startActive(connectErr)
+	c.startActive(connectErr, writeErr)
 }
 
 // taskDisconnect starts an orderly close (disconnect).

@@ -114,11 +114,18 @@ func (t *rcTransport) connect(p *fabric.ConnParam) error {
 		return fmt.Errorf("soft: connect from %s to %s: the connection exists: %w", local, remote, syscall.EADDRNOTAVAIL)
 	}
 	t.conn, ep.copyConn = c, c
+	local := ep.local
 	ep.mu.Unlock()
 	if cerr == unix.EINPROGRESS {
 		cerr = nil
 	}
-	l.post(func() { c.taskStartActive(cerr) })
+	var werr syscall.Errno
+	if cerr == nil {
+		c.mu.Lock()
+		werr = c.requestEarly(local, remote)
+		c.mu.Unlock()
+	}
+	l.post(func() { c.taskStartActive(cerr, werr) })
 	return nil
 }
 
