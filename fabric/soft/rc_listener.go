@@ -132,7 +132,7 @@ func (s *listener) start() {
 // onEvents implements pollable: accept every queued connection.
 func (s *listener) onEvents(uint32) {
 	for !s.closed {
-		fd, sa, err := unix.Accept4(s.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		fd, peer, err := accept4(s.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		switch err {
 		case nil:
 		case unix.EINTR, unix.ECONNABORTED:
@@ -146,7 +146,7 @@ func (s *listener) onEvents(uint32) {
 			s.f.log.Warn().Err(err).Int("fd", s.fd).Msg("accept")
 			return
 		}
-		src := sourceOf(addrPortOf(sa))
+		src := sourceOf(peer)
 		per, all := s.f.halfOpenLimits(s.backlog)
 		s.makeRoom(func() *list.List { return s.waiting.bySource[src] }, per)
 		s.makeRoom(func() *list.List { return &s.waiting.all }, all)
