@@ -14,3 +14,12 @@ func TestConnSize(t *testing.T) {
 		t.Fatalf("conn is %d bytes, want at most 256", n)
 	}
 }
+
+// TestEndpointSize: every connection's end has an endpoint, which must stay
+// within the 224-byte allocation size class (its flags were spread between
+// the pointers, which put it in the 256-byte class).
+func TestEndpointSize(t *testing.T) {
+	if n := unsafe.Sizeof(endpoint{}); n > 224 {
+		t.Fatalf("endpoint is %d bytes, want at most 224", n)
+	}
+}
