@@ -89,3 +89,43 @@ func TestConnectRequestWithoutLoop(t *testing.T) {
 	_ = next(t, cch, id.EventEstablished).Ack()
 	_ = next(t, sch, id.EventEstablished).Ack()
 }
+
+// TestDisconnectWithoutLoop: Disconnect of an established connection
+// sends the FIN itself, so the peer reports DISCONNECTED while the
+// disconnecting side's loop is busy.
+func TestDisconnectWithoutLoop(t *testing.T) {
+	sf, cf := soft.New(soft.WithName("srv-disc")), soft.New(soft.WithName("cli-disc"))
+	defer sf.Quiesce()
+	defer cf.Quiesce()
+	sch, cch := newChannel(t, sf), newChannel(t, cf)
+	l := cmListen(t, sch, nil)
+	defer l.Destroy()
+	cli := connectRC(t, cch, l.LocalAddr(), "fin")
+	defer cli.Destroy()
+	ev := next(t, sch, id.EventConnectRequest)
+	child := ev.ID
+	defer child.Destroy()
+	_ = ev.Ack()
+	if err := child.Accept(nil); err != nil {
+		t.Fatal(err)
+	}
+	_ = next(t, cch, id.EventEstablished).Ack()
+	_ = next(t, sch, id.EventEstablished).Ack()
+
+	release := soft.HoldLoop(cf)
+	defer release()
+	if err := cli.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	_ = next(t, cch, id.EventDisconnected).Ack()
+	ev, err := nextWithin(sch, 2*time.Second)
+	if err != nil {
+		t.Fatalf("no DISCONNECTED at the peer while the disconnecting side's loop is busy: %v", err)
+	}
+	if ev.Type != id.EventDisconnected || ev.ID != child {
+		_ = ev.Ack()
+		t.Fatalf("got %s", ev.Type)
+	}
+	_ = ev.Ack()
+	release()
+}

@@ -547,7 +547,8 @@ func (c *conn) disconnect() {
 }
 
 // finishClose sends FIN once wbuf drains and closes when the peer's FIN
-// arrives or the linger timer expires.
+// arrives or the linger timer expires. c.mu is held; any goroutine (the
+// loop does what follows).
 func (c *conn) finishClose() {
 	if c.state == csClosing || c.state == csClosed {
 		return

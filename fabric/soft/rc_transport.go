@@ -255,6 +255,14 @@ func (t *rcTransport) disconnect() error {
 		ep.emitLocked(&r)
 	}
 	ep.mu.Unlock()
+	c.mu.Lock()
+	if c.state == csRTS {
+		// The FIN (after the queued bytes) needs no trip to the loop.
+		c.finishClose()
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
 	c.l.post(c.taskDisconnect)
 	return nil
 }
