@@ -30,7 +30,7 @@ type ID struct {
 	ref     entry // what the handle table points to: {id: the id itself}
 
 	mu        sync.Mutex
-	cond      sync.Cond // signalled when completed grows, on mu
+	cond      *sync.Cond // on mu, signalled when completed grows; made by the first waiter (most ids have none)
 	state     State
 	ch        Channel            // nil for a synchronous id
 	src       fabric.EventSource // ch's source, or the private one
@@ -101,7 +101,6 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 		return nil, errorf("create_id", syscall.EINVAL, "QP type %s in %s", o.qp, ps)
 	}
 	i := &ID{ps: ps, qpType: o.qp, journal: o.journal, userCtx: context, ch: ch, sync: ch == nil}
-	i.cond.L = &i.mu
 	if ch == nil {
 		f := o.fabric
 		if f == nil {
@@ -273,7 +272,9 @@ func (i *ID) eventCompleted(mc *multicast) {
 	n := i.completed.Add(1)
 	if i.waiters.Load() > 0 || (mc != nil && mc.waiters.Load() > 0) {
 		i.mu.Lock()
-		i.cond.Broadcast()
+		if i.cond != nil {
+			i.cond.Broadcast()
+		}
 		i.mu.Unlock()
 	}
 	if i.deferWait.Load() && n >= i.deferGoal.Load() && i.deferWait.CompareAndSwap(true, false) {
@@ -285,6 +286,9 @@ func (i *ID) eventCompleted(mc *multicast) {
 // the id is acknowledged.
 func (i *ID) waitCompleted(done func() bool) {
 	i.mu.Lock()
+	if i.cond == nil {
+		i.cond = sync.NewCond(&i.mu)
+	}
 	i.waiters.Add(1)
 	for !done() {
 		i.cond.Wait()

@@ -125,7 +125,6 @@ func deliver(ev *Event, raw *fabric.RawEvent) bool {
 			journal: listener.journal, ep: raw.Child, state: StateConnectRequest,
 			parent: listener.uid,
 		}
-		child.cond.L = &child.mu
 		child.ref.id = child
 		uid, err := handles.Alloc(&child.ref)
 		if err != nil {

@@ -16,31 +16,34 @@ import (
 // endpoint is the software fabric's side of one id.
 type endpoint struct {
 	f  *Fabric
-	ps fabric.PortSpace
 	tp transport // what RC and UD ids do their own way (cm_transport.go)
 
-	mu            sync.Mutex
-	uid           uint64
-	src           *source
+	mu         sync.Mutex
+	uid        uint64
+	src        *source
+	bind       *binding
+	local      netip.AddrPort
+	remote     netip.AddrPort
+	dev        *device
+	gateway    netip.Addr
+	mtu        int
+	resolveGen uint64 // counts resolutions: a late neighbour poll finds another (net_neigh.go)
+	pd         *pd    // the id's protection domain, made on first use (mr.go)
+	// What moves the id's data, kept once set (fenceDataPath): the RC
+	// connection, whose lock every copy holds, and the UD QP's loop.
+	copyConn *conn
+	copyLoop *loop
+
+	// The small fields last, packed together: every connection's end has
+	// an endpoint (TestEndpointSize).
+	ps            fabric.PortSpace
 	destroyed     bool
-	bind          *binding
-	local         netip.AddrPort
-	remote        netip.AddrPort
-	dev           *device
-	gateway       netip.Addr
-	mtu           int
 	addrResolved  bool
-	resolveGen    uint64 // counts resolutions: a late neighbour poll finds another (net_neigh.go)
 	routeResolved bool
 	discReported  bool
 	listened      bool // Listen succeeded: queued events may carry requests' endpoints
 	removed       bool // DEVICE_REMOVAL reported: nothing more is (net_monitor.go)
 	opt           epOptions
-	pd            *pd // the id's protection domain, made on first use (mr.go)
-	// What moves the id's data, kept once set (fenceDataPath): the RC
-	// connection, whose lock every copy holds, and the UD QP's loop.
-	copyConn *conn
-	copyLoop *loop
 }
 
 type epOptions struct {

@@ -140,7 +140,7 @@ func Backlogged(ep any) int {
 		return -1
 	}
 	n := 0
-	lis.l.call(func() { n = lis.pending })
+	lis.l.call(func() { n = int(lis.pending.Load()) })
 	return n
 }
 
@@ -196,4 +196,24 @@ func StallLoop(ep fabric.Endpoint) (release func()) {
 	<-stalled
 	var once sync.Once
 	return func() { once.Do(func() { close(rel) }) }
+}
+
+// HoldLoop keeps f's loop busy with a task that waits until the returned
+// function is called (idempotent): work posted to the loop meanwhile waits
+// too, so a test sees what a call does without it.
+func HoldLoop(f *Fabric) (release func()) {
+	l, err := f.eng.acquire()
+	if err != nil {
+		panic(err)
+	}
+	running, hold := make(chan struct{}), make(chan struct{})
+	l.post(func() {
+		close(running)
+		<-hold
+	})
+	<-running
+	return sync.OnceFunc(func() {
+		close(hold)
+		f.eng.release(l)
+	})
 }

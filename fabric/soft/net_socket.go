@@ -5,6 +5,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -58,21 +59,58 @@ func newSocket(fam, typ int) (int, error) {
 }
 
 // localAddr returns the socket's bound address.
-func localAddr(fd int) netip.AddrPort {
-	sa, err := unix.Getsockname(fd)
-	if err != nil {
-		return netip.AddrPort{}
-	}
-	return addrPortOf(sa)
-}
+func localAddr(fd int) netip.AddrPort { return sockName(unix.SYS_GETSOCKNAME, fd) }
 
 // peerAddr returns the socket's peer address.
-func peerAddr(fd int) netip.AddrPort {
-	sa, err := unix.Getpeername(fd)
-	if err != nil {
+func peerAddr(fd int) netip.AddrPort { return sockName(unix.SYS_GETPEERNAME, fd) }
+
+// sockName makes getsockname(2) or getpeername(2) (trap) itself: the
+// x/sys/unix wrappers allocate the address they return and, for every
+// AF_INET socket, make a second system call (SO_PROTOCOL, to tell ping
+// sockets apart), twice per accepted connection.
+func sockName(trap uintptr, fd int) netip.AddrPort {
+	var rsa unix.RawSockaddrAny
+	n := uint32(unix.SizeofSockaddrAny)
+	if _, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n))); e != 0 {
 		return netip.AddrPort{}
 	}
-	return addrPortOf(sa)
+	return rawAddrPort(&rsa)
+}
+
+// accept4 is accept4(2) returning the peer's address, made directly for
+// the same reasons as sockName.
+func accept4(fd, flags int) (int, netip.AddrPort, error) {
+	var rsa unix.RawSockaddrAny
+	n := uint32(unix.SizeofSockaddrAny)
+	nfd, _, e := unix.Syscall6(unix.SYS_ACCEPT4, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n)), uintptr(flags), 0, 0)
+	if e != 0 {
+		return -1, netip.AddrPort{}, e
+	}
+	return int(nfd), rawAddrPort(&rsa), nil
+}
+
+// rawAddrPort converts an AF_INET or AF_INET6 socket address as the kernel
+// writes it, as addrPortOf does the x/sys/unix form.
+func rawAddrPort(rsa *unix.RawSockaddrAny) netip.AddrPort {
+	switch rsa.Addr.Family {
+	case unix.AF_INET:
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(rsa))
+		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), netPort(sa.Port))
+	case unix.AF_INET6:
+		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(rsa))
+		a := netip.AddrFrom16(sa.Addr)
+		if sa.Scope_id != 0 {
+			a = a.WithZone(strconv.Itoa(int(sa.Scope_id)))
+		}
+		return netip.AddrPortFrom(a.Unmap(), netPort(sa.Port))
+	}
+	return netip.AddrPort{}
+}
+
+// netPort reads a port stored in network byte order.
+func netPort(p uint16) uint16 {
+	b := (*[2]byte)(unsafe.Pointer(&p))
+	return uint16(b[0])<<8 | uint16(b[1])
 }
 
 // soError returns the pending error of a socket (SO_ERROR) as an errno.

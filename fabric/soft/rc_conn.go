@@ -38,34 +38,38 @@ const maxHandshake = iwarp.MPAHeaderLen + iwarp.MaxPrivateData
 // post for it), and a goroutine posting a send takes it to write on the
 // socket itself (rcPath.post). Closing the socket, and everything that
 // needs the loop's epoll set, happens on the loop only.
+//
+// Every connection of a server holds one, so its fields are packed (the
+// flags together) and hold nothing only the set-up needs once it is done:
+// the MPA Request's private data is copied into its CONNECT_REQUEST event,
+// not kept (TestConnSize).
 type conn struct {
-	mu     sync.Mutex
-	l      *loop
-	f      *Fabric
-	fd     int
-	gen    uint32
-	state  connState
-	active bool
-	ep     *endpoint // nil on the passive side until the request arrives
-	lis    *listener // passive: the listener that accepted it
-	counts bool      // passive: counted in lis.pending
+	mu      sync.Mutex
+	l       *loop
+	f       *Fabric
+	fd      int
+	gen     uint32
+	state   connState
+	active  bool
+	counts  bool // passive: counted in lis.pending
+	out     bool // EPOLLOUT armed
+	closeOK bool // close once wbuf drains (after our FIN)
+	crc     bool
+	ird     uint16
+	ord     uint16
+	ep      *endpoint // nil on the passive side until the request arrives
+	lis     *listener // passive: the listener that accepted it
 
 	// passive, until the MPA Request comes: the listener's pool
 	src              netip.Addr // the source host the pool counts it under
 	inPool, inSource *list.Element
 
-	rbuf    []byte // handshake bytes
-	wbuf    []byte // bytes the socket did not take yet
-	out     bool   // EPOLLOUT armed
-	closeOK bool   // close once wbuf drains (after our FIN)
-	timer   *time.Timer
+	rbuf  []byte // handshake bytes
+	wbuf  []byte // bytes the socket did not take yet
+	timer *time.Timer
 
 	param fabric.ConnParam // active: what was asked for
-	req   iwarp.MPAFrame
-	reqPD [iwarp.MaxPrivateData]byte
-
-	crc      bool
-	ird, ord uint16
+	req   iwarp.MPAFrame   // the MPA Request, its private data dropped once reported
 
 	dp *rcPath // the RC data path, from RTS on (rc_path.go)
 }
@@ -96,19 +100,72 @@ func (c *conn) stopTimer() {
 }
 
 // startActive registers a connecting socket. connectErr is what connect(2)
-// returned, if it failed at once.
-func (c *conn) startActive(connectErr error) {
-	gen, err := c.l.register(c.fd, poll.In|poll.Out|poll.RDHup, c)
+// returned, if it failed at once; writeErr what the write of an early MPA
+// Request (requestEarly) failed with. Until the Request is sent the socket
+// is polled for writable (TCP up).
+func (c *conn) startActive(connectErr error, writeErr syscall.Errno) {
+	ev := uint32(poll.In | poll.RDHup)
+	out := c.state == csConnecting || len(c.wbuf) > 0
+	if out {
+		ev |= poll.Out
+	}
+	gen, err := c.l.register(c.fd, ev, c)
 	if err != nil {
 		c.failConnect(errnoOf(err))
 		return
 	}
-	c.gen, c.out = gen, true
+	c.gen, c.out = gen, out
 	c.armTimer(c.ep.connectTimeout(&c.param))
-	if connectErr != nil {
+	switch {
+	case connectErr != nil:
 		c.failConnect(errnoOf(connectErr))
+	case writeErr != 0:
+		c.peerGone(writeErr)
 	}
 }
+
+// requestEarly sends the MPA Request on the connecting goroutine, before
+// the loop has the socket, when TCP is up by the time connect(2) returns
+// (on loopback it is): the Request then needs no trip through the loop
+// first. local is the id's bound address; a possible self-connect (local
+// port = remote port) and a connection still in progress are left to the
+// loop (connected). It returns the errno of a failed write (the loop
+// reports it), and leaves the state as it was when nothing was sent. c is
+// not yet registered; c.mu is held.
+func (c *conn) requestEarly(local, remote netip.AddrPort) syscall.Errno {
+	if c.state != csConnecting || local.Port() == remote.Port() || !local.Addr().IsValid() || local.Addr().IsUnspecified() {
+		return 0
+	}
+	if st, err := unix.GetsockoptByte(c.fd, unix.IPPROTO_TCP, unix.TCP_INFO); err != nil || st != tcpEstablished {
+		return 0
+	}
+	b, ok := c.request()
+	if !ok {
+		return 0 // the loop fails the connect
+	}
+	n, err := unix.Write(c.fd, b)
+	for err == unix.EINTR {
+		n, err = unix.Write(c.fd, b)
+	}
+	switch {
+	case err == unix.EAGAIN || (err == nil && n <= 0):
+		return 0
+	case err != nil:
+		// The write took the socket's pending error, which SO_ERROR would
+		// no longer report: the loop reports it as the exchange failing.
+		c.state = csReqSent
+		return errnoOf(err)
+	}
+	c.state = csReqSent
+	if n < len(b) {
+		c.wbuf = append(c.wbuf, b[n:]...)
+	}
+	return 0
+}
+
+// tcpEstablished is the Linux TCP state (tcpi_state, TCP_INFO's first byte)
+// of a connection that is up.
+const tcpEstablished = 1
 
 // startPassive registers an accepted socket waiting for its MPA Request.
 func (c *conn) startPassive() {
@@ -157,7 +214,20 @@ func (c *conn) connected() {
 		c.failConnect(syscall.ECONNREFUSED)
 		return
 	}
-	_ = unix.SetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	// TCP_NODELAY is set already (applySockopts, before connect).
+	b, ok := c.request()
+	if !ok {
+		c.failConnect(syscall.EINVAL)
+		return
+	}
+	c.state = csReqSent
+	c.setOut(false)
+	c.write(b)
+}
+
+// request builds the MPA Request of an active connection and keeps it in
+// c.req for the Reply's checks.
+func (c *conn) request() ([]byte, bool) {
 	f := iwarp.MPAFrame{
 		Rev: iwarp.MPARev2, Enhanced: true, CRC: c.f.opts.crc,
 		IRD: uint16(clampRd(c.param.ResponderResources)), ORD: uint16(clampRd(c.param.InitiatorDepth)),
@@ -166,13 +236,7 @@ func (c *conn) connected() {
 	c.offerP2P(&f)
 	c.req = f
 	b, err := iwarp.AppendMPA(make([]byte, 0, f.Len()), &f)
-	if err != nil {
-		c.failConnect(syscall.EINVAL)
-		return
-	}
-	c.state = csReqSent
-	c.setOut(false)
-	c.write(b)
+	return b, err == nil
 }
 
 // clampRd turns a requested read depth into what goes on the wire: 0xFF is
@@ -286,7 +350,8 @@ func (c *conn) parseReply() {
 	raw.SetPrivateData(f.PrivateData)
 	rest := c.rbuf[n:]
 	c.rbuf = nil
-	c.startDataPath(false, false, rtr) // the RTR, if any, goes out first
+	c.param.PrivateData, c.req.PrivateData = nil, nil // sent: not kept for the connection's life
+	c.startDataPath(false, false, rtr)                // the RTR, if any, goes out first
 	ep.emit(&raw)
 	if len(rest) > 0 && c.state == csRTS {
 		c.dp.rx(rest) // FPDUs that came right behind the Reply
@@ -328,9 +393,8 @@ func (c *conn) parseRequest() {
 		c.closeNow()
 		return
 	}
-	pd := copy(c.reqPD[:], f.PrivateData)
-	f.PrivateData = c.reqPD[:pd]
 	c.req = f
+	c.req.PrivateData = nil // the event below copies it
 	c.rbuf = nil
 	child, err := lis.newChild(c)
 	if err != nil {
@@ -355,10 +419,64 @@ func (c *conn) parseRequest() {
 }
 
 // accept answers the request with an MPA Reply and reports ESTABLISHED.
+// On the loop, c.mu held.
 func (c *conn) accept(p *fabric.ConnParam) error {
 	if c.state != csReqRecv {
 		return syscall.ECONNRESET
 	}
+	b, p2p, err := c.acceptReply(p)
+	if err != nil {
+		return err
+	}
+	c.state = csRTS
+	c.uncount()
+	c.write(b)
+	if c.state != csRTS {
+		return nil // the write failed: peerGone reported it
+	}
+	c.accepted(p2p)
+	return nil
+}
+
+// acceptDirect is accept on the caller's goroutine, c.mu held, sparing
+// Accept a round trip through the loop: it answers when the Reply goes
+// into the socket (or starts to) and the data path starts holding its
+// first FPDU (P2P, or the responder hold), so that nothing of the answer
+// needs the loop. Otherwise, and when the socket takes nothing of the
+// Reply (a failed write is the loop's to report), it changes nothing and
+// reports false: the loop must answer (accept).
+func (c *conn) acceptDirect(p *fabric.ConnParam) (bool, error) {
+	if c.state != csReqRecv {
+		return true, syscall.ECONNRESET
+	}
+	if !c.grantsP2P() && c.f.opts.rc.responderHold() < 0 {
+		return false, nil // the data path may write at once
+	}
+	b, p2p, err := c.acceptReply(p)
+	if err != nil {
+		return true, err
+	}
+	n, err := unix.Write(c.fd, b)
+	for err == unix.EINTR {
+		n, err = unix.Write(c.fd, b)
+	}
+	if err != nil || n <= 0 {
+		return false, nil
+	}
+	c.state = csRTS
+	c.uncount()
+	if n < len(b) {
+		c.wbuf = append(c.wbuf, b[n:]...)
+		c.setOut(true)
+	}
+	c.accepted(p2p)
+	return true, nil
+}
+
+// acceptReply builds the MPA Reply accepting the request with p, settling
+// the connection's IRD, ORD and CRC; p2p reports whether P2P mode is
+// granted.
+func (c *conn) acceptReply(p *fabric.ConnParam) (b []byte, p2p bool, err error) {
 	r := iwarp.MPAFrame{
 		Reply: true, Rev: c.req.Rev, Enhanced: c.req.Enhanced, Flags: c.req.Flags,
 		CRC: c.req.CRC || c.f.opts.crc, PrivateData: p.PrivateData,
@@ -369,24 +487,23 @@ func (c *conn) accept(p *fabric.ConnParam) error {
 		c.ord = min(c.ord, max(c.req.IRD, 1))
 	}
 	r.IRD, r.ORD = c.ird, c.ord
-	p2p := c.replyRTR(&r)
-	b, err := iwarp.AppendMPA(make([]byte, 0, r.Len()), &r)
+	p2p = c.replyRTR(&r)
+	b, err = iwarp.AppendMPA(make([]byte, 0, r.Len()), &r)
 	if err != nil {
-		return syscall.EINVAL
+		return nil, false, syscall.EINVAL
 	}
 	c.crc = r.CRC
-	c.state = csRTS
-	c.uncount()
-	c.write(b)
-	if c.state != csRTS {
-		return nil // the write failed: peerGone reported it
-	}
+	return b, p2p, nil
+}
+
+// accepted starts the data path of a connection whose Reply is written
+// (or queued) and reports ESTABLISHED, which in P2P mode waits for the RTR.
+func (c *conn) accepted(p2p bool) {
 	c.startDataPath(true, p2p, 0)
-	if !p2p { // in P2P mode ESTABLISHED waits for the RTR
+	if !p2p {
 		raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 		c.ep.emit(&raw)
 	}
-	return nil
 }
 
 // reject answers the request with a Reject Reply and closes. A request
@@ -410,10 +527,11 @@ func (c *conn) reject(pd []byte) error {
 }
 
 // uncount takes a passive connection out of its listener's pending count.
+// c.mu is held; any goroutine.
 func (c *conn) uncount() {
 	if c.counts {
 		c.counts = false
-		c.lis.pending--
+		c.lis.pending.Add(-1)
 	}
 }
 
@@ -429,7 +547,8 @@ func (c *conn) disconnect() {
 }
 
 // finishClose sends FIN once wbuf drains and closes when the peer's FIN
-// arrives or the linger timer expires.
+// arrives or the linger timer expires. c.mu is held; any goroutine (the
+// loop does what follows).
 func (c *conn) finishClose() {
 	if c.state == csClosing || c.state == csClosed {
 		return
@@ -575,10 +694,10 @@ func (c *conn) setOut(on bool) {
 // takes c.mu.
 
 // taskStartActive registers a connecting socket (startActive).
-func (c *conn) taskStartActive(connectErr error) {
+func (c *conn) taskStartActive(connectErr error, writeErr syscall.Errno) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.startActive(connectErr)
+	c.startActive(connectErr, writeErr)
 }
 
 // taskDisconnect starts an orderly close (disconnect).
@@ -656,11 +775,15 @@ func (c *conn) offerP2P(f *iwarp.MPAFrame) {
 	}
 }
 
+// grantsP2P reports whether the answer to the request puts the connection
+// in P2P mode (replyRTR).
+func (c *conn) grantsP2P() bool { return c.req.HasIRDORD() && c.req.P2P }
+
 // replyRTR answers a P2P request in the MPA Reply r as siw does: a Write
 // RTR when offered, else a Read RTR, else Write. It reports whether P2P is
 // in effect.
 func (c *conn) replyRTR(r *iwarp.MPAFrame) bool {
-	if !c.req.HasIRDORD() || !c.req.P2P {
+	if !c.grantsP2P() {
 		return false
 	}
 	r.P2P = true

@@ -3,6 +3,7 @@ package soft
 import (
 	"container/list"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -11,7 +12,8 @@ import (
 )
 
 // listener is the listening TCP socket of an RC id. Its fields belong to
-// the loop goroutine.
+// the loop goroutine, but pending: a request leaves the count when the
+// user reads or answers it, on the user's goroutine.
 //
 // The backlog counts the requests reported to the user and not yet read
 // (CONNECT_REQUEST queued on the listener's channel, not yet taken by
@@ -33,7 +35,7 @@ type listener struct {
 	fd      int
 	gen     uint32
 	backlog int
-	pending int // reported requests not yet read (nor answered) by the user
+	pending atomic.Int32 // reported requests not yet read (nor answered) by the user
 	closed  bool
 	paused  bool
 	waiting halfOpen // accepted connections whose MPA Request has not come yet
@@ -130,7 +132,7 @@ func (s *listener) start() {
 // onEvents implements pollable: accept every queued connection.
 func (s *listener) onEvents(uint32) {
 	for !s.closed {
-		fd, sa, err := unix.Accept4(s.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		fd, peer, err := accept4(s.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
 		switch err {
 		case nil:
 		case unix.EINTR, unix.ECONNABORTED:
@@ -144,7 +146,7 @@ func (s *listener) onEvents(uint32) {
 			s.f.log.Warn().Err(err).Int("fd", s.fd).Msg("accept")
 			return
 		}
-		src := sourceOf(addrPortOf(sa))
+		src := sourceOf(peer)
 		per, all := s.f.halfOpenLimits(s.backlog)
 		s.makeRoom(func() *list.List { return s.waiting.bySource[src] }, per)
 		s.makeRoom(func() *list.List { return &s.waiting.all }, all)
@@ -167,10 +169,12 @@ func (s *listener) onEvents(uint32) {
 // full.
 func (s *listener) admit(c *conn) bool {
 	s.waiting.remove(c)
-	if s.pending >= s.backlog {
+	// Only the loop adds to pending: a request that leaves meanwhile only
+	// makes room.
+	if int(s.pending.Load()) >= s.backlog {
 		return false
 	}
-	s.pending++
+	s.pending.Add(1)
 	c.counts = true
 	return true
 }

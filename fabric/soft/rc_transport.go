@@ -114,11 +114,18 @@ func (t *rcTransport) connect(p *fabric.ConnParam) error {
 		return fmt.Errorf("soft: connect from %s to %s: the connection exists: %w", local, remote, syscall.EADDRNOTAVAIL)
 	}
 	t.conn, ep.copyConn = c, c
+	local := ep.local
 	ep.mu.Unlock()
 	if cerr == unix.EINPROGRESS {
 		cerr = nil
 	}
-	l.post(func() { c.taskStartActive(cerr) })
+	var werr syscall.Errno
+	if cerr == nil {
+		c.mu.Lock()
+		werr = c.requestEarly(local, remote)
+		c.mu.Unlock()
+	}
+	l.post(func() { c.taskStartActive(cerr, werr) })
 	return nil
 }
 
@@ -172,9 +179,20 @@ func (t *rcTransport) accept(uid uint64, p *fabric.ConnParam) error {
 	}
 	ep.uid = uid
 	ep.mu.Unlock()
+	c.mu.Lock()
+	if c.state == csReqRecv {
+		ep.applySockopts(c.fd, 7)
+	}
+	done, err := c.acceptDirect(p)
+	c.mu.Unlock()
+	if done {
+		if err != nil {
+			return fmt.Errorf("soft: accept: connection request gone: %w", err)
+		}
+		return nil
+	}
 	param := *p
 	param.PrivateData = append([]byte(nil), p.PrivateData...)
-	var err error
 	c.l.call(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -237,18 +255,28 @@ func (t *rcTransport) disconnect() error {
 		ep.emitLocked(&r)
 	}
 	ep.mu.Unlock()
+	c.mu.Lock()
+	if c.state == csRTS {
+		// The FIN (after the queued bytes) needs no trip to the loop.
+		c.finishClose()
+		c.mu.Unlock()
+		return nil
+	}
+	c.mu.Unlock()
 	c.l.post(c.taskDisconnect)
 	return nil
 }
 
 // requestRead implements transport: the listener's count of unread
-// requests drops.
+// requests drops, on the reader's goroutine (no trip to the loop).
 func (t *rcTransport) requestRead() {
 	t.ep.mu.Lock()
 	c := t.conn
 	t.ep.mu.Unlock()
 	if c != nil {
-		c.l.post(c.uncount)
+		c.mu.Lock()
+		c.uncount()
+		c.mu.Unlock()
 	}
 }
 

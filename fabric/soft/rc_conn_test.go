@@ -1,0 +1,25 @@
+package soft
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestConnSize: every connection of a server holds a conn, so it must stay
+// within the 256-byte allocation size class (it held a 256-byte copy of
+// the MPA Request's private data for the connection's life, which put it
+// in the 576-byte class).
+func TestConnSize(t *testing.T) {
+	if n := unsafe.Sizeof(conn{}); n > 256 {
+		t.Fatalf("conn is %d bytes, want at most 256", n)
+	}
+}
+
+// TestEndpointSize: every connection's end has an endpoint, which must stay
+// within the 224-byte allocation size class (its flags were spread between
+// the pointers, which put it in the 256-byte class).
+func TestEndpointSize(t *testing.T) {
+	if n := unsafe.Sizeof(endpoint{}); n > 224 {
+		t.Fatalf("endpoint is %d bytes, want at most 224", n)
+	}
+}

@@ -1,0 +1,16 @@
+package id
+
+import (
+	"testing"
+	"unsafe"
+)
+
+// TestIDSize: every connection has an id at each end, so an ID must stay
+// within the 288-byte allocation size class; the sync.Cond that Destroy
+// waits on (56 bytes) is made by the first waiter, which most ids never
+// have, and put it in the 352-byte class.
+func TestIDSize(t *testing.T) {
+	if n := unsafe.Sizeof(ID{}); n > 288 {
+		t.Fatalf("ID is %d bytes, want at most 288", n)
+	}
+}
