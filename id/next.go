@@ -57,6 +57,14 @@ var rawPool = sync.Pool{New: func() any { return new(fabric.RawEvent) }}
 // rather than into the event, which a worker on another CPU handles and
 // recycles. It must not be shared by goroutines taking events at once.
 func TakeEvent(src fabric.EventSource, raw *fabric.RawEvent) (*Event, error) {
+	return TakeEventAt(src, raw, journal.Now())
+}
+
+// TakeEventAt is TakeEvent with the journal's clock read by the caller
+// (journal.Now), for a runtime that takes a batch of events: it reads the
+// clock once for the batch, and the records of the batch's events share
+// that time (journal.Journal.AddAt).
+func TakeEventAt(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp) (*Event, error) {
 	for {
 		if err := src.Next(context.Background(), false, raw); err != nil {
 			return nil, err
@@ -64,7 +72,7 @@ func TakeEvent(src fabric.EventSource, raw *fabric.RawEvent) (*Event, error) {
 		ev := eventPool.Get().(*Event)
 		ev.st.Store(0)
 		ev.src = src
-		if deliver(ev, raw) {
+		if deliverAt(ev, raw, at) {
 			ev.pooled = true
 			return ev, nil
 		}
@@ -92,7 +100,11 @@ var testHookLoaded func()
 // owner's handle went in between, the event is dropped (and the count
 // balanced), so that an event is either counted before Destroy (or
 // LeaveMulticast) reads the count it waits for, or never reaches the user.
-func deliver(ev *Event, raw *fabric.RawEvent) bool {
+func deliver(ev *Event, raw *fabric.RawEvent) bool { return deliverAt(ev, raw, journal.Now()) }
+
+// deliverAt is deliver with the time the event's journal record gets
+// (journal.Journal.AddAt).
+func deliverAt(ev *Event, raw *fabric.RawEvent, at journal.Stamp) bool {
 	e := handles.Load(raw.UID)
 	if e == nil || (raw.Type == EventConnectRequest && (raw.Child == nil || e.id == nil)) {
 		dropChild(raw)
@@ -160,7 +172,7 @@ func deliver(ev *Event, raw *fabric.RawEvent) bool {
 
 	if child != nil {
 		raw.Child = nil
-		seq, lsync := listener.adopt(child, raw)
+		seq, lsync := listener.adopt(child, raw, at)
 		if seq == 0 {
 			ev.settle() // dropped: keep the listener's counts balanced
 			return false
@@ -185,7 +197,7 @@ func deliver(ev *Event, raw *fabric.RawEvent) bool {
 	}
 	id.state = journal.AfterEvent(id.state, raw.Type, id.qpType)
 	rec := journal.Record{ID: id.uid, Channel: id.chNum, Kind: journal.KindEvent, QPType: id.qpType, Event: raw.Type, Status: raw.Status, State: id.state}
-	ev.Seq = id.journal.Add(rec)
+	ev.Seq = id.journal.AddAt(rec, at)
 	id.mu.Unlock()
 	return true
 }
@@ -198,7 +210,7 @@ func deliver(ev *Event, raw *fabric.RawEvent) bool {
 // listener's lock, so that it never follows the listener's destroy; adopt
 // returns its sequence number and whether the listener is synchronous (the
 // new id then needs a private channel: makeSync).
-func (l *ID) adopt(child *ID, raw *fabric.RawEvent) (seq uint64, sync bool) {
+func (l *ID) adopt(child *ID, raw *fabric.RawEvent, at journal.Stamp) (seq uint64, sync bool) {
 	l.mu.Lock()
 	if l.state != StateListen {
 		l.mu.Unlock()
@@ -213,7 +225,7 @@ func (l *ID) adopt(child *ID, raw *fabric.RawEvent) (seq uint64, sync bool) {
 	child.reqIRD, child.reqORD = raw.ResponderResources, raw.InitiatorDepth
 	rec := journal.Record{ID: child.uid, Parent: l.uid, Channel: child.chNum, Kind: journal.KindEvent, QPType: child.qpType,
 		Event: EventConnectRequest, Status: raw.Status, State: child.state}
-	seq = child.journal.Add(rec)
+	seq = child.journal.AddAt(rec, at)
 	child.mu.Unlock()
 	sync = l.sync
 	l.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/evloop"
 	"github.com/cmrt/cmrt/internal/ring"
 	"github.com/cmrt/cmrt/poll"
@@ -449,6 +450,7 @@ func (r *Reactor) drain(reg *registration) {
 	// not yet added.
 	limit := int64(r.opts.MaxPending)
 	taken, counted, seen := 0, 0, r.pending.Load()
+	at := journal.Now() // one clock reading for the batch's journal records
 	for ; taken < r.opts.Batch && !reg.removed.Load(); taken++ {
 		if seen+int64(taken-counted) >= limit {
 			r.pending.Add(int64(taken - counted))
@@ -458,7 +460,7 @@ func (r *Reactor) drain(reg *registration) {
 				break
 			}
 		}
-		ev, err := id.TakeEvent(reg.src, &r.raw)
+		ev, err := id.TakeEventAt(reg.src, &r.raw, at)
 		if err != nil {
 			if !errors.Is(err, syscall.EAGAIN) {
 				// A closed channel: stop polling it instead of spinning.
@@ -481,13 +483,16 @@ func (r *Reactor) drain(reg *registration) {
 // pending event (inline, no more than one is ever taken and not handled),
 // and is marked inline once: per event, that is four atomic operations
 // fewer than counting and marking each (BENCHMARKS.md, "What is slow and
-// why"). MaxPending does not apply: nothing waits.
+// why"). MaxPending does not apply: nothing waits. The journal's clock is
+// read once for the batch too: its events' records share that time, or a
+// later record's (journal.Journal.AddAt), so a record's time may precede
+// the event's by the batch's earlier handlers.
 func (r *Reactor) drainInline(reg *registration) {
 	r.pending.Add(1)
 	r.l.InlineBegin()
-	n := 0
+	n, at := 0, journal.Now()
 	for ; n < r.opts.Batch && !reg.removed.Load(); n++ {
-		ev, err := id.TakeEvent(reg.src, &r.raw)
+		ev, err := id.TakeEventAt(reg.src, &r.raw, at)
 		if err != nil {
 			if !errors.Is(err, syscall.EAGAIN) {
 				if !errors.Is(err, id.ErrClosed) {
