@@ -96,8 +96,8 @@ type Reactor struct {
 
 	// mailboxes, shared by the loop and the workers (see mailbox.go)
 	mbMu       sync.Mutex
-	mboxes     map[any]*mailbox    // by *id.ID, or by a completion queue's *registration
-	runq       ring.Ring[*mailbox] // scheduled mailboxes no worker has taken yet
+	mboxes     map[mboxKey]*mailbox // by id, or by a completion queue's registration
+	runq       ring.Ring[*mailbox]  // scheduled mailboxes no worker has taken yet
 	spare      []*mailbox
 	running    int  // workers started and not exited (at most Options.Workers)
 	stopping   bool // Close: start no more workers
@@ -147,7 +147,7 @@ func New(opts ...Option) (*Reactor, error) {
 		opts: o, log: o.Logger.With().Str("component", "reactor").Logger(),
 		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration),
 		live:   make(map[*registration]struct{}),
-		mboxes: make(map[any]*mailbox), lat: latency{base: time.Now()},
+		mboxes: make(map[mboxKey]*mailbox), lat: latency{base: time.Now()},
 	}
 	r.workFn = r.work
 	if o.Workers > 0 {
@@ -559,9 +559,9 @@ func (r *Reactor) enqueue() {
 	runnable := 0
 	for k := range r.batch {
 		it := &r.batch[k]
-		var key any = it.reg
+		key := mboxKey{reg: it.reg}
 		if it.reg == nil {
-			key = it.ev.ID
+			key.id = it.ev.ID
 		}
 		if r.enqueueLocked(key, it) {
 			runnable++
