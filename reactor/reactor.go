@@ -96,8 +96,8 @@ type Reactor struct {
 
 	// mailboxes, shared by the loop and the workers (see mailbox.go)
 	mbMu       sync.Mutex
-	mboxes     map[mboxKey]*mailbox // by id, or by a completion queue's registration
-	runq       ring.Ring[*mailbox]  // scheduled mailboxes no worker has taken yet
+	mboxes     mailboxes           // by id, or by a completion queue's registration
+	runq       ring.Ring[*mailbox] // scheduled mailboxes no worker has taken yet
 	spare      []*mailbox
 	running    int  // workers started and not exited (at most Options.Workers)
 	stopping   bool // Close: start no more workers
@@ -147,7 +147,8 @@ func New(opts ...Option) (*Reactor, error) {
 		opts: o, log: o.Logger.With().Str("component", "reactor").Logger(),
 		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration),
 		live:   make(map[*registration]struct{}),
-		mboxes: make(map[mboxKey]*mailbox), lat: latency{base: time.Now()},
+		mboxes: mailboxes{byID: make(map[*id.ID]*mailbox), byCQ: make(map[*registration]*mailbox)},
+		lat:    latency{base: time.Now()},
 	}
 	r.workFn = r.work
 	if o.Workers > 0 {
@@ -460,8 +461,13 @@ func (r *Reactor) drain(reg *registration) {
 				break
 			}
 		}
-		ev, err := id.TakeEventAt(reg.src, &r.raw, at)
+		// Taken into the batch's item in place, and claimed: the worker
+		// delivers it (id.TakeClaim).
+		r.batch = append(r.batch, item{})
+		it := &r.batch[len(r.batch)-1]
+		ev, c, err := id.TakeClaim(reg.src, &it.raw, at)
 		if err != nil {
+			r.batch = r.batch[:len(r.batch)-1]
 			if !errors.Is(err, syscall.EAGAIN) {
 				// A closed channel: stop polling it instead of spinning.
 				if !errors.Is(err, id.ErrClosed) {
@@ -471,7 +477,12 @@ func (r *Reactor) drain(reg *registration) {
 			}
 			break
 		}
-		r.batch = append(r.batch, item{ev: ev, h: reg.h})
+		it.h = reg.h
+		if ev != nil {
+			it.ev = ev // a CONNECT_REQUEST, delivered already
+		} else {
+			it.claim, it.src, it.at = c, reg.src, at
+		}
 	}
 	r.pending.Add(int64(taken - counted))
 	r.stats.events.Add(uint64(taken))
@@ -560,7 +571,10 @@ func (r *Reactor) enqueue() {
 	for k := range r.batch {
 		it := &r.batch[k]
 		key := mboxKey{reg: it.reg}
-		if it.reg == nil {
+		switch {
+		case it.claimed():
+			key.id = it.claim.Owner()
+		case it.reg == nil:
 			key.id = it.ev.ID
 		}
 		if r.enqueueLocked(key, it) {
@@ -787,23 +801,31 @@ func (r *Reactor) abandon() {
 	r.abandoning.Store(true) // and a worker's items taken but not started
 	r.mbMu.Lock()
 	var evs []*id.Event
+	var claimed []item
 	n := 0
 	// Every mailbox: those waiting in the run queue and those a worker is
 	// draining (its handler blocked past the deadline), whose next items
 	// have not started either.
-	for _, mb := range r.mboxes {
+	r.mboxes.all(func(mb *mailbox) {
 		for it, ok := mb.items.Pop(); ok; it, ok = mb.items.Pop() {
-			if it.ev != nil {
+			if it.claimed() {
+				claimed = append(claimed, it) // delivered below, without mbMu
+			} else if it.ev != nil {
 				evs = append(evs, it.ev)
 			}
 			n++
 		}
-	}
+	})
 	for mb, ok := r.runq.Pop(); ok; mb, ok = r.runq.Pop() {
 		mb.scheduled = false
-		delete(r.mboxes, mb.key)
+		r.mboxes.del(mb.key)
 	}
 	r.mbMu.Unlock()
+	for k := range claimed {
+		if ev := claimed[k].deliver(); ev != nil {
+			evs = append(evs, ev)
+		}
+	}
 	for _, ev := range evs {
 		_ = ev.Handle(abandoned{})
 	}
