@@ -149,7 +149,7 @@ func DeliverClaimed(c Claim, src fabric.EventSource, raw *fabric.RawEvent, at jo
 	ev := eventPool.Get().(*Event)
 	ev.st.Store(0)
 	ev.src = src
-	if deliverClaimed(ev, c, raw, at, true) {
+	if deliverClaimed(ev, c, raw, at) {
 		ev.pooled = true
 		return ev
 	}
@@ -174,7 +174,7 @@ func deliver(ev *Event, raw *fabric.RawEvent) bool { return deliverAt(ev, raw, j
 func deliverAt(ev *Event, raw *fabric.RawEvent, at journal.Stamp) bool {
 	if raw.Type != EventConnectRequest {
 		c, ok := claim(raw)
-		return ok && deliverClaimed(ev, c, raw, at, false)
+		return ok && deliverClaimed(ev, c, raw, at)
 	}
 	e := handles.Load(raw.UID)
 	if e == nil || raw.Child == nil || e.id == nil {
@@ -256,9 +256,11 @@ func (c Claim) release() {
 
 // deliverClaimed is deliver's second half for a claimed event: the event's
 // fields, the id's state and the journal record. An event whose id was
-// destroyed since the claim is dropped (its counts balanced). deferred is
-// set when the claim was made earlier (DeliverClaimed), not just now.
-func deliverClaimed(ev *Event, c Claim, raw *fabric.RawEvent, at journal.Stamp, deferred bool) bool {
+// destroyed since the claim is dropped (its counts balanced). The record
+// names the channel the id reports to when it is made, as every record
+// does: for an event claimed before a Migrate and delivered after it, the
+// new channel (the record follows the migrate's).
+func deliverClaimed(ev *Event, c Claim, raw *fabric.RawEvent, at journal.Stamp) bool {
 	ev.owner, ev.mc = c.owner, c.mc
 	id := c.owner
 	ev.fill(id, raw)
@@ -272,28 +274,11 @@ func deliverClaimed(ev *Event, c Claim, raw *fabric.RawEvent, at journal.Stamp, 
 		ev.settle()
 		return false
 	}
-	chNum := id.chNum
-	if deferred && !sameSource(ev.src, id.src) {
-		// Migrated since a runtime claimed it: journaled on the channel
-		// it was taken from, as it would have been at the claim.
-		chNum = sourceNumber(ev.src)
-	}
 	id.state = journal.AfterEvent(id.state, raw.Type, id.qpType)
-	rec := journal.Record{ID: id.uid, Channel: chNum, Kind: journal.KindEvent, QPType: id.qpType, Event: raw.Type, Status: raw.Status, State: id.state}
+	rec := journal.Record{ID: id.uid, Channel: id.chNum, Kind: journal.KindEvent, QPType: id.qpType, Event: raw.Type, Status: raw.Status, State: id.state}
 	ev.Seq = id.journal.AddAt(rec, at)
 	id.mu.Unlock()
 	return true
-}
-
-// sameSource reports whether a and b are the same source; a source of an
-// uncomparable type counts as the same (its channel number is 0 anyway).
-func sameSource(a, b fabric.EventSource) (same bool) {
-	defer func() {
-		if recover() != nil {
-			same = true
-		}
-	}()
-	return a == b
 }
 
 // fill copies a raw event's type, status and parameters into ev, for id
