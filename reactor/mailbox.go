@@ -69,10 +69,11 @@ func copyRaw(d, r *fabric.RawEvent) {
 // clearItem clears the pointers an item holds (copyItem overwrites the
 // rest before any read), so that it keeps nothing reachable.
 func clearItem(it *item) {
-	switch {
-	case it.reg != nil:
+	if it.reg != nil {
 		it.wc = id.WC{}
-	case it.claimed():
+	} else {
+		// A claimed event, or the raw event a delivered one was read
+		// from (the loop's batch reads every event into its item).
 		it.src = nil
 		it.raw.Child, it.raw.Group = nil, netip.Addr{}
 	}

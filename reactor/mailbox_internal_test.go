@@ -118,7 +118,14 @@ func TestMailboxItemCopyAndClear(t *testing.T) {
 	claimed := item{h: h, src: fakeSource{}, at: 42, raw: fillRaw(t, 9)}
 	setClaim(&claimed.claim, owner)
 	delivered := item{ev: &id.Event{}, h: h}
+	read := item{ev: &id.Event{}, h: h, raw: fillRaw(t, 3)} // as the loop's batch holds it
 	wc := item{reg: &registration{}, wc: id.WC{WRID: 7, Src: netip.MustParseAddrPort("10.0.0.1:4791")}}
+	// The loop's batch item a delivered event was read into: clearItem
+	// leaves no pointer in it either.
+	clearItem(&read)
+	if live := livePointers(reflect.ValueOf(read), "item"); len(live) > 0 {
+		t.Fatalf("cleared batch item still holds %v", live)
+	}
 	for name, it := range map[string]item{"claimed": claimed, "delivered": delivered, "completion": wc} {
 		var dst item
 		copyItem(&dst, &it)
