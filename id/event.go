@@ -94,7 +94,12 @@ func (ev *Event) free() {
 	ev.Conn, ev.UD, ev.Arg, ev.JoinContext = ConnParam{}, UDParam{}, 0, nil
 	ev.Group, ev.Seq = netip.Addr{}, 0
 	ev.owner, ev.mc, ev.src, ev.pooled, ev.syncOwned = nil, nil, nil, false, false
-	ev.st.Store(evAcked | evCounted) // a stale Ack of a pooled event fails until it is reissued
+	// A stale Ack of a pooled event fails until it is reissued. Handle's
+	// finish has set exactly that already: only an event dropped before it
+	// was handed out needs the store (an atomic exchange, a full barrier).
+	if ev.st.Load() != evAcked|evCounted {
+		ev.st.Store(evAcked | evCounted)
+	}
 	eventPool.Put(ev)
 }
 

@@ -57,6 +57,14 @@ var rawPool = sync.Pool{New: func() any { return new(fabric.RawEvent) }}
 // rather than into the event, which a worker on another CPU handles and
 // recycles. It must not be shared by goroutines taking events at once.
 func TakeEvent(src fabric.EventSource, raw *fabric.RawEvent) (*Event, error) {
+	return TakeEventAt(src, raw, journal.Now())
+}
+
+// TakeEventAt is TakeEvent with the journal's clock read by the caller
+// (journal.Now), for a runtime that takes a batch of events: it reads the
+// clock once for the batch, and the records of the batch's events share
+// that time (journal.Journal.AddAt).
+func TakeEventAt(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp) (*Event, error) {
 	for {
 		if err := src.Next(context.Background(), false, raw); err != nil {
 			return nil, err
@@ -64,7 +72,7 @@ func TakeEvent(src fabric.EventSource, raw *fabric.RawEvent) (*Event, error) {
 		ev := eventPool.Get().(*Event)
 		ev.st.Store(0)
 		ev.src = src
-		if deliver(ev, raw) {
+		if deliverAt(ev, raw, at) {
 			ev.pooled = true
 			return ev, nil
 		}
@@ -82,6 +90,73 @@ func dropChild(raw *fabric.RawEvent) {
 	}
 }
 
+// Claim is an event taken from a source and counted against the id that
+// owns it, whose delivery (the id's state, its journal record, the Event)
+// a runtime completes later, on another goroutine: TakeClaim makes it,
+// DeliverClaimed completes it. A claimed event counts as reported (Destroy,
+// Migrate and LeaveMulticast wait for its acknowledgement) from the
+// moment it is claimed, as an event taken with TakeEvent does, so that an
+// id migrated or destroyed in between keeps the order and the accounting
+// of its events. Every Claim must be passed to DeliverClaimed exactly once.
+type Claim struct {
+	owner *ID        // whose event count it is
+	mc    *multicast // the join of a MULTICAST_* event
+}
+
+// Owner returns the id the claimed event is for: the events of one owner
+// must be delivered in the order they were claimed, one at a time.
+func (c Claim) Owner() *ID { return c.owner }
+
+// TakeClaim takes the next event from src without waiting, as TakeEventAt
+// does, for a runtime that hands events to workers: the worker does the
+// delivery (DeliverClaimed), so that the event, the id's lock and state
+// and the journal record are touched on the worker's CPU only, and the
+// taking goroutine copies the raw event into the work item and counts it.
+// raw is the buffer the event is read into; it must stay the caller's,
+// unchanged, until DeliverClaimed. A CONNECT_REQUEST is delivered at once
+// and returned as an Event (its new id must exist before any event of it
+// can be claimed): the caller hands it to Handle as TakeEvent's. Otherwise
+// ev is nil and c is the claim. Events of ids that no longer exist are
+// dropped, as TakeEvent drops them.
+func TakeClaim(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp) (ev *Event, c Claim, err error) {
+	for {
+		if err := src.Next(context.Background(), false, raw); err != nil {
+			return nil, Claim{}, err
+		}
+		if raw.Type == EventConnectRequest {
+			ev := eventPool.Get().(*Event)
+			ev.st.Store(0)
+			ev.src = src
+			if deliverAt(ev, raw, at) {
+				ev.pooled = true
+				return ev, Claim{}, nil
+			}
+			ev.free()
+			continue
+		}
+		if c, ok := claim(raw); ok {
+			return nil, c, nil
+		}
+	}
+}
+
+// DeliverClaimed completes the delivery of a claimed event read from src
+// into raw (TakeClaim): it returns the event, which belongs to the library
+// as TakeEvent's does (it must be passed to Handle exactly once), or nil if
+// the event is dropped: its id was destroyed since the claim. Claims of
+// one owner must be delivered in the order they were made.
+func DeliverClaimed(c Claim, src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp) *Event {
+	ev := eventPool.Get().(*Event)
+	ev.st.Store(0)
+	ev.src = src
+	if deliverClaimed(ev, c, raw, at) {
+		ev.pooled = true
+		return ev
+	}
+	ev.free()
+	return nil
+}
+
 // testHookLoaded, if set (by tests only), runs in deliver between the
 // lookup of the event's uid and the count of the event.
 var testHookLoaded func()
@@ -92,56 +167,125 @@ var testHookLoaded func()
 // owner's handle went in between, the event is dropped (and the count
 // balanced), so that an event is either counted before Destroy (or
 // LeaveMulticast) reads the count it waits for, or never reaches the user.
-func deliver(ev *Event, raw *fabric.RawEvent) bool {
+func deliver(ev *Event, raw *fabric.RawEvent) bool { return deliverAt(ev, raw, journal.Now()) }
+
+// deliverAt is deliver with the time the event's journal record gets
+// (journal.Journal.AddAt).
+func deliverAt(ev *Event, raw *fabric.RawEvent, at journal.Stamp) bool {
+	if raw.Type != EventConnectRequest {
+		c, ok := claim(raw)
+		return ok && deliverClaimed(ev, c, raw, at)
+	}
 	e := handles.Load(raw.UID)
-	if e == nil || (raw.Type == EventConnectRequest && (raw.Child == nil || e.id == nil)) {
+	if e == nil || raw.Child == nil || e.id == nil {
 		dropChild(raw)
 		return false
 	}
 	if testHookLoaded != nil {
 		testHookLoaded()
 	}
-	var child, listener *ID
-	switch {
-	case e.mc != nil:
-		ev.mc = e.mc
-		ev.owner = e.mc.id
-		e.mc.reported.Add(1)
-	case raw.Type == EventConnectRequest:
-		listener = e.id
-		ev.owner = listener
-	default:
-		ev.owner = e.id
-	}
-	ev.owner.reported.Add(1)
+	listener := e.id
+	ev.owner = listener
+	listener.reported.Add(1)
 	if handles.Load(raw.UID) != e {
 		ev.settle() // removed meanwhile: keep the counts balanced
 		dropChild(raw)
 		return false
 	}
-	if listener != nil {
-		child = &ID{
-			fabric: listener.fabric, ps: listener.ps, qpType: listener.qpType,
-			journal: listener.journal, ep: raw.Child, state: StateConnectRequest,
-			parent: listener.uid,
-		}
-		child.ref.id = child
-		uid, err := handles.Alloc(&child.ref)
-		if err != nil {
-			ev.settle()
-			dropChild(raw)
-			return false
-		}
-		child.uid = uid
+	child := &ID{
+		fabric: listener.fabric, ps: listener.ps, qpType: listener.qpType,
+		journal: listener.journal, ep: raw.Child, state: StateConnectRequest,
+		parent: listener.uid,
 	}
+	child.ref.id = child
+	uid, err := handles.Alloc(&child.ref)
+	if err != nil {
+		ev.settle()
+		dropChild(raw)
+		return false
+	}
+	child.uid = uid
+	ev.fill(child, raw)
+	raw.Child = nil
+	seq, lsync := listener.adopt(child, raw, at)
+	if seq == 0 {
+		ev.settle() // dropped: keep the listener's counts balanced
+		return false
+	}
+	if lsync && !child.makeSync() {
+		ev.settle()
+		return false
+	}
+	ev.ID, ev.ListenID, ev.Seq = child, listener, seq
+	return true
+}
 
+// claim maps the raw event of anything but a CONNECT_REQUEST to the id
+// that owns it and counts the event against it (deliver's first half),
+// or reports false if the event is dropped.
+func claim(raw *fabric.RawEvent) (Claim, bool) {
+	e := handles.Load(raw.UID)
+	if e == nil {
+		return Claim{}, false
+	}
+	if testHookLoaded != nil {
+		testHookLoaded()
+	}
+	c := Claim{owner: e.id}
+	if e.mc != nil {
+		c.owner, c.mc = e.mc.id, e.mc
+		e.mc.reported.Add(1)
+	}
+	c.owner.reported.Add(1)
+	if handles.Load(raw.UID) != e {
+		c.release() // removed meanwhile: keep the counts balanced
+		return Claim{}, false
+	}
+	return c, true
+}
+
+// release balances the counts of a claimed event that is dropped before
+// it became an Event (Event.count does it for one).
+func (c Claim) release() {
+	if c.mc != nil {
+		c.mc.completed.Add(1)
+	}
+	c.owner.eventCompleted(c.mc)
+}
+
+// deliverClaimed is deliver's second half for a claimed event: the event's
+// fields, the id's state and the journal record. An event whose id was
+// destroyed since the claim is dropped (its counts balanced). The record
+// names the channel the id reports to when it is made, as every record
+// does: for an event claimed before a Migrate and delivered after it, the
+// new channel (the record follows the migrate's).
+func deliverClaimed(ev *Event, c Claim, raw *fabric.RawEvent, at journal.Stamp) bool {
+	ev.owner, ev.mc = c.owner, c.mc
+	id := c.owner
+	ev.fill(id, raw)
+	ev.ID = id
+	id.mu.Lock()
+	if id.state == StateDestroyed {
+		// Destroyed after the fabric queued the event: drop it, as the
+		// kernel drops the events of a destroyed id (and so that nothing
+		// follows the id's destroy in its journal).
+		id.mu.Unlock()
+		ev.settle()
+		return false
+	}
+	id.state = journal.AfterEvent(id.state, raw.Type, id.qpType)
+	rec := journal.Record{ID: id.uid, Channel: id.chNum, Kind: journal.KindEvent, QPType: id.qpType, Event: raw.Type, Status: raw.Status, State: id.state}
+	ev.Seq = id.journal.AddAt(rec, at)
+	id.mu.Unlock()
+	return true
+}
+
+// fill copies a raw event's type, status and parameters into ev, for id
+// (the new id of a CONNECT_REQUEST, else the owner); ev.mc is set.
+func (ev *Event) fill(id *ID, raw *fabric.RawEvent) {
 	ev.Type = raw.Type
 	ev.Status = int(raw.Status)
 	ev.Arg = raw.Arg
-	id := ev.owner
-	if child != nil {
-		id = child
-	}
 	switch {
 	case ev.mc != nil:
 		ev.UD.QPNum, ev.UD.QKey, ev.UD.AH = raw.QPNum, raw.QKey, raw.AH
@@ -156,37 +300,6 @@ func deliver(ev *Event, raw *fabric.RawEvent) bool {
 		c.QPNum = raw.QPNum
 		c.PrivateData = ownPrivateData(raw)
 	}
-
-	if child != nil {
-		raw.Child = nil
-		seq, lsync := listener.adopt(child, raw)
-		if seq == 0 {
-			ev.settle() // dropped: keep the listener's counts balanced
-			return false
-		}
-		if lsync && !child.makeSync() {
-			ev.settle()
-			return false
-		}
-		ev.ID, ev.ListenID, ev.Seq = child, listener, seq
-		return true
-	}
-
-	ev.ID = id
-	id.mu.Lock()
-	if id.state == StateDestroyed {
-		// Destroyed after the fabric queued the event: drop it, as the
-		// kernel drops the events of a destroyed id (and so that nothing
-		// follows the id's destroy in its journal).
-		id.mu.Unlock()
-		ev.settle()
-		return false
-	}
-	id.state = journal.AfterEvent(id.state, raw.Type, id.qpType)
-	rec := journal.Record{ID: id.uid, Channel: id.chNum, Kind: journal.KindEvent, QPType: id.qpType, Event: raw.Type, Status: raw.Status, State: id.state}
-	ev.Seq = id.journal.Add(rec)
-	id.mu.Unlock()
-	return true
 }
 
 // adopt gives the new id of a CONNECT_REQUEST the listener's channel and
@@ -197,7 +310,7 @@ func deliver(ev *Event, raw *fabric.RawEvent) bool {
 // listener's lock, so that it never follows the listener's destroy; adopt
 // returns its sequence number and whether the listener is synchronous (the
 // new id then needs a private channel: makeSync).
-func (l *ID) adopt(child *ID, raw *fabric.RawEvent) (seq uint64, sync bool) {
+func (l *ID) adopt(child *ID, raw *fabric.RawEvent, at journal.Stamp) (seq uint64, sync bool) {
 	l.mu.Lock()
 	if l.state != StateListen {
 		l.mu.Unlock()
@@ -212,7 +325,7 @@ func (l *ID) adopt(child *ID, raw *fabric.RawEvent) (seq uint64, sync bool) {
 	child.reqIRD, child.reqORD = raw.ResponderResources, raw.InitiatorDepth
 	rec := journal.Record{ID: child.uid, Parent: l.uid, Channel: child.chNum, Kind: journal.KindEvent, QPType: child.qpType,
 		Event: EventConnectRequest, Status: raw.Status, State: child.state}
-	seq = child.journal.Add(rec)
+	seq = child.journal.AddAt(rec, at)
 	child.mu.Unlock()
 	sync = l.sync
 	l.mu.Unlock()

@@ -12,7 +12,15 @@
 // mailbox per id (under one lock per batch, not per event) and a worker
 // drains the mailbox, so the events of one id are always handled one at a
 // time and in the order they happened, while different ids run in
-// parallel. Workers are started when a mailbox becomes runnable and exit
+// parallel. With workers the loop only claims each event (id.TakeClaim:
+// it counts the event against its id, so that Destroy and Migrate wait for
+// it) and the worker delivers it before its handler (advances the id's
+// state, journals it and fills the Event: id.DeliverClaimed), so that the
+// event's memory and the id's lock stay on the worker's CPU; an event whose
+// id is destroyed in between is dropped unhandled. A CONNECT_REQUEST is
+// delivered by the loop, which makes its new id. The journal's clock is
+// read once per batch: the records of a batch's events share that time (or
+// a later record's). Workers are started when a mailbox becomes runnable and exit
 // when none is: an idle reactor holds only its parked loop goroutine. The
 // package does not use, nor touch, ants' process-wide default pool. The reactor acknowledges each event after
 // its handler returns (also when it panics). Completion queues

@@ -11,8 +11,11 @@ import (
 	"github.com/panjf2000/ants/v2"
 	"go.uber.org/goleak"
 
+	"github.com/cmrt/cmrt/channel"
+	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/handlers"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/reactor"
 )
 
@@ -131,5 +134,151 @@ func TestCloseDeadlineSkipsItemsAWorkerTook(t *testing.T) {
 	}
 	if p := fx.r.Stats().Pending; p != 0 {
 		t.Fatalf("%d events pending after Close", p)
+	}
+}
+
+// TestPoolDestroyWithEventsClaimed: on a pool, the loop claims an event
+// (counts it against its id) and a worker delivers it later. An id
+// destroyed while its events wait in its mailbox, claimed and not yet
+// delivered, has them dropped: Destroy waits for them (they count as
+// reported, as an event a handler has not yet acknowledged), returns once
+// the worker has dropped them, no handler of the id runs, and nothing is
+// journaled for the id after its destroy.
+func TestPoolDestroyWithEventsClaimed(t *testing.T) {
+	fx := newFixture(t, 2, reactor.WithWorkers(1))
+	a, b := fx.ids[0], fx.ids[1]
+	started, release := make(chan struct{}), make(chan struct{})
+	var ranB atomic.Int32
+	h := handlers.Func(func(ev *id.Event) error {
+		if ev.ID == a {
+			close(started)
+			<-release // the one worker is held: b's events wait in its mailbox
+		} else {
+			ranB.Add(1)
+		}
+		return nil
+	})
+	if err := fx.r.Register(fx.ch, h); err != nil {
+		t.Fatal(err)
+	}
+	ep(a).Inject(id.EventUser, 0, nil)
+	<-started
+	for k := 0; k < 3; k++ {
+		ep(b).Inject(id.EventUser, 0, nil)
+	}
+	waitFor(t, "the loop to take b's events", func() bool { return fx.r.Stats().Events == 4 })
+	destroyed := make(chan error, 1)
+	go func() { destroyed <- b.Destroy() }()
+	select {
+	case err := <-destroyed:
+		t.Fatalf("Destroy returned (%v) before b's claimed events were dropped", err)
+	case <-time.After(50 * time.Millisecond): // waiting for them, as it should
+	}
+	close(release)
+	select {
+	case err := <-destroyed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Destroy did not return once the worker was free")
+	}
+	select {
+	case <-b.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("b's Done never closed")
+	}
+	if n := ranB.Load(); n != 0 {
+		t.Fatalf("%d handlers ran for a destroyed id", n)
+	}
+	waitFor(t, "nothing pending", func() bool { return fx.r.Stats().Pending == 0 })
+	recs := journal.Default().RecordsOf(b.Handle())
+	for k, r := range recs {
+		if r.Kind == journal.KindCall && r.Call == journal.CallDestroy {
+			if rest := recs[k+1:]; len(rest) > 0 {
+				t.Fatalf("recorded after b's destroy: %v", rest)
+			}
+		}
+	}
+}
+
+// TestPoolMigrateWithEventsClaimed: an id migrated to another channel
+// while events the loop claimed from the old one wait in its mailbox:
+// Migrate waits for them (they count as reported), they are handled by
+// the old channel's handler, in order, and journaled after the migrate,
+// and the events after the move come from the new channel.
+func TestPoolMigrateWithEventsClaimed(t *testing.T) {
+	fx := newFixture(t, 2, reactor.WithWorkers(1))
+	a, b := fx.ids[0], fx.ids[1]
+	ch2, err := channel.New(channel.WithFabric(fx.f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch2.Close()
+	oldNum, newNum := id.ChannelNumber(fx.ch), id.ChannelNumber(ch2)
+	started, release := make(chan struct{}), make(chan struct{})
+	var args []uint64 // b's, in the order handled (one worker: no race)
+	h := handlers.Func(func(ev *id.Event) error {
+		if ev.ID == a {
+			close(started)
+			<-release
+		} else {
+			args = append(args, ev.Arg)
+		}
+		return nil
+	})
+	if err := fx.r.Register(fx.ch, h); err != nil {
+		t.Fatal(err)
+	}
+	ep(a).Inject(id.EventUser, 0, nil)
+	<-started
+	for k := uint64(1); k <= 3; k++ {
+		ep(b).InjectRaw(&fabric.RawEvent{Type: id.EventUser, Arg: k})
+	}
+	waitFor(t, "the loop to take b's events", func() bool { return fx.r.Stats().Events == 4 })
+	migrated := make(chan error, 1)
+	go func() { migrated <- b.Migrate(ch2) }()
+	select {
+	case err := <-migrated:
+		t.Fatalf("Migrate returned (%v) before b's claimed events were handled", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	select {
+	case err := <-migrated:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Migrate did not return once the worker was free")
+	}
+	if len(args) != 3 || args[0] != 1 || args[1] != 2 || args[2] != 3 {
+		t.Fatalf("b's handled events %v, want [1 2 3]", args)
+	}
+	ep(b).InjectRaw(&fabric.RawEvent{Type: id.EventUser, Arg: 4})
+	ev, err := ch2.GetEventContext(context.Background())
+	if err != nil || ev.ID != b || ev.Arg != 4 {
+		t.Fatalf("new channel: %v, %v", ev, err)
+	}
+	_ = ev.Ack()
+	// The claimed events are journaled when the worker delivers them,
+	// after the migrate (Migrate records itself, then waits for them): on
+	// the channel the id reports to then, the new one, as the journal's
+	// model wants of every record after a migrate.
+	recs := journal.Default().RecordsOf(b.Handle())
+	migratedAt, events := -1, 0
+	for k, r := range recs {
+		switch {
+		case r.Kind == journal.KindCall && r.Call == journal.CallMigrate:
+			migratedAt = k
+		case r.Kind == journal.KindEvent:
+			events++
+			if migratedAt < 0 || r.Channel != newNum {
+				t.Fatalf("event record %v before the migrate or off the new channel %d (old %d)", r, newNum, oldNum)
+			}
+		}
+	}
+	if events != 4 {
+		t.Fatalf("%d event records for b, want 4: %v", events, recs)
 	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/evloop"
 	"github.com/cmrt/cmrt/internal/ring"
 	"github.com/cmrt/cmrt/poll"
@@ -95,7 +96,7 @@ type Reactor struct {
 
 	// mailboxes, shared by the loop and the workers (see mailbox.go)
 	mbMu       sync.Mutex
-	mboxes     map[any]*mailbox    // by *id.ID, or by a completion queue's *registration
+	mboxes     mailboxes           // by id, or by a completion queue's registration
 	runq       ring.Ring[*mailbox] // scheduled mailboxes no worker has taken yet
 	spare      []*mailbox
 	running    int  // workers started and not exited (at most Options.Workers)
@@ -146,7 +147,8 @@ func New(opts ...Option) (*Reactor, error) {
 		opts: o, log: o.Logger.With().Str("component", "reactor").Logger(),
 		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration),
 		live:   make(map[*registration]struct{}),
-		mboxes: make(map[any]*mailbox), lat: latency{base: time.Now()},
+		mboxes: mailboxes{byID: make(map[*id.ID]*mailbox), byCQ: make(map[*registration]*mailbox)},
+		lat:    latency{base: time.Now()},
 	}
 	r.workFn = r.work
 	if o.Workers > 0 {
@@ -449,6 +451,7 @@ func (r *Reactor) drain(reg *registration) {
 	// not yet added.
 	limit := int64(r.opts.MaxPending)
 	taken, counted, seen := 0, 0, r.pending.Load()
+	at := journal.Now() // one clock reading for the batch's journal records
 	for ; taken < r.opts.Batch && !reg.removed.Load(); taken++ {
 		if seen+int64(taken-counted) >= limit {
 			r.pending.Add(int64(taken - counted))
@@ -458,8 +461,12 @@ func (r *Reactor) drain(reg *registration) {
 				break
 			}
 		}
-		ev, err := id.TakeEvent(reg.src, &r.raw)
+		// Taken into the batch's item in place, and claimed: the worker
+		// delivers it (id.TakeClaim).
+		it := r.nextItem()
+		ev, c, err := id.TakeClaim(reg.src, &it.raw, at)
 		if err != nil {
+			r.batch = r.batch[:len(r.batch)-1]
 			if !errors.Is(err, syscall.EAGAIN) {
 				// A closed channel: stop polling it instead of spinning.
 				if !errors.Is(err, id.ErrClosed) {
@@ -469,7 +476,12 @@ func (r *Reactor) drain(reg *registration) {
 			}
 			break
 		}
-		r.batch = append(r.batch, item{ev: ev, h: reg.h})
+		it.h = reg.h
+		if ev != nil {
+			it.ev = ev // a CONNECT_REQUEST, delivered already
+		} else {
+			it.claim, it.src, it.at = c, reg.src, at
+		}
 	}
 	r.pending.Add(int64(taken - counted))
 	r.stats.events.Add(uint64(taken))
@@ -481,13 +493,16 @@ func (r *Reactor) drain(reg *registration) {
 // pending event (inline, no more than one is ever taken and not handled),
 // and is marked inline once: per event, that is four atomic operations
 // fewer than counting and marking each (BENCHMARKS.md, "What is slow and
-// why"). MaxPending does not apply: nothing waits.
+// why"). MaxPending does not apply: nothing waits. The journal's clock is
+// read once for the batch too: its events' records share that time, or a
+// later record's (journal.Journal.AddAt), so a record's time may precede
+// the event's by the batch's earlier handlers.
 func (r *Reactor) drainInline(reg *registration) {
 	r.pending.Add(1)
 	r.l.InlineBegin()
-	n := 0
+	n, at := 0, journal.Now()
 	for ; n < r.opts.Batch && !reg.removed.Load(); n++ {
-		ev, err := id.TakeEvent(reg.src, &r.raw)
+		ev, err := id.TakeEventAt(reg.src, &r.raw, at)
 		if err != nil {
 			if !errors.Is(err, syscall.EAGAIN) {
 				if !errors.Is(err, id.ErrClosed) {
@@ -538,9 +553,24 @@ func (r *Reactor) drainCQ(reg *registration) {
 	r.stats.events.Add(uint64(n))
 	r.pending.Add(int64(n))
 	for k := 0; k < n; k++ {
-		r.batch = append(r.batch, item{wc: wcs[k], reg: reg})
+		it := r.nextItem()
+		it.wc, it.reg = wcs[k], reg
 	}
 	r.enqueue()
+}
+
+// nextItem appends an item to the loop's batch and returns it. It reuses
+// the slot of an earlier batch as clearItem left it (no pointer, stale
+// bytes the caller overwrites: Next fills the whole raw event) rather than
+// zeroing 560 bytes per event, and the whole batch again in enqueue.
+// Loop only.
+func (r *Reactor) nextItem() *item {
+	if n := len(r.batch); n < cap(r.batch) {
+		r.batch = r.batch[:n+1]
+	} else {
+		r.batch = append(r.batch, item{})
+	}
+	return &r.batch[len(r.batch)-1]
 }
 
 // enqueue hands the loop's batch to the mailboxes, under one hold of mbMu,
@@ -554,9 +584,12 @@ func (r *Reactor) enqueue() {
 	runnable := 0
 	for k := range r.batch {
 		it := &r.batch[k]
-		var key any = it.reg
-		if it.reg == nil {
-			key = it.ev.ID
+		key := mboxKey{reg: it.reg}
+		switch {
+		case it.claimed():
+			key.id = it.claim.Owner()
+		case it.reg == nil:
+			key.id = it.ev.ID
 		}
 		if r.enqueueLocked(key, it) {
 			runnable++
@@ -564,7 +597,9 @@ func (r *Reactor) enqueue() {
 	}
 	start := r.startWorkersLocked(runnable)
 	r.mbMu.Unlock()
-	clear(r.batch)
+	for k := range r.batch {
+		clearItem(&r.batch[k])
+	}
 	r.batch = r.batch[:0]
 	r.startWorkers(start)
 }
@@ -782,23 +817,31 @@ func (r *Reactor) abandon() {
 	r.abandoning.Store(true) // and a worker's items taken but not started
 	r.mbMu.Lock()
 	var evs []*id.Event
+	var claimed []item
 	n := 0
 	// Every mailbox: those waiting in the run queue and those a worker is
 	// draining (its handler blocked past the deadline), whose next items
 	// have not started either.
-	for _, mb := range r.mboxes {
+	r.mboxes.all(func(mb *mailbox) {
 		for it, ok := mb.items.Pop(); ok; it, ok = mb.items.Pop() {
-			if it.ev != nil {
+			if it.claimed() {
+				claimed = append(claimed, it) // delivered below, without mbMu
+			} else if it.ev != nil {
 				evs = append(evs, it.ev)
 			}
 			n++
 		}
-	}
+	})
 	for mb, ok := r.runq.Pop(); ok; mb, ok = r.runq.Pop() {
 		mb.scheduled = false
-		delete(r.mboxes, mb.key)
+		r.mboxes.del(mb.key)
 	}
 	r.mbMu.Unlock()
+	for k := range claimed {
+		if ev := claimed[k].deliver(); ev != nil {
+			evs = append(evs, ev)
+		}
+	}
 	for _, ev := range evs {
 		_ = ev.Handle(abandoned{})
 	}

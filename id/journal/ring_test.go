@@ -118,3 +118,42 @@ func BenchmarkAdd(b *testing.B) {
 		})
 	})
 }
+
+// TestAddAtSharesOneReadingNeverBackwards: records added with one clock
+// reading (a reactor's batch) share its time, and a reading older than a
+// record already made is raised to that record's time, so that times never
+// go backwards in sequence order.
+func TestAddAtSharesOneReadingNeverBackwards(t *testing.T) {
+	j := New(16)
+	lo := time.Now().UnixNano()
+	early := Now()
+	a := j.AddAt(Record{ID: 1}, early)
+	b := j.AddAt(Record{ID: 2}, early)
+	for deadline := time.Now().Add(5 * time.Second); Now() < early+Stamp(time.Millisecond); {
+		if time.Now().After(deadline) {
+			t.Fatal("the clock did not move")
+		}
+		runtime.Gosched()
+	}
+	c := j.Add(Record{ID: 3})
+	d := j.AddAt(Record{ID: 4}, early) // a batch stamped before c
+	hi := time.Now().UnixNano()
+	recs := j.Records()
+	if len(recs) != 4 || recs[0].Seq != a || recs[1].Seq != b || recs[2].Seq != c || recs[3].Seq != d {
+		t.Fatalf("records %v", recs)
+	}
+	if recs[0].Time != recs[1].Time {
+		t.Fatalf("one reading, two times: %d %d", recs[0].Time, recs[1].Time)
+	}
+	if recs[2].Time < recs[1].Time+int64(time.Millisecond) {
+		t.Fatalf("a later reading %d is not later than %d", recs[2].Time, recs[1].Time)
+	}
+	if recs[3].Time != recs[2].Time {
+		t.Fatalf("an early reading after a later record: time %d, want %d (never backwards)", recs[3].Time, recs[2].Time)
+	}
+	for _, r := range recs {
+		if r.Time < lo-int64(time.Millisecond) || r.Time > hi+int64(time.Millisecond) {
+			t.Fatalf("record time %d outside [%d, %d]", r.Time, lo, hi)
+		}
+	}
+}

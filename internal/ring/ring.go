@@ -123,6 +123,23 @@ func (r *Ring[T]) PopFront() bool {
 	return true
 }
 
+// Discard removes the oldest entry without clearing its slot, for entries
+// the caller has cleared of every pointer itself (a large entry of which a
+// part is often unused: package reactor's mailbox items). The slot is then
+// not zero: PushBack returns it as it was left, for the caller to
+// overwrite. It reports false on an empty ring.
+func (r *Ring[T]) Discard() bool {
+	if r.n == 0 {
+		return false
+	}
+	r.head++
+	if r.head == len(r.buf) {
+		r.head = 0
+	}
+	r.n--
+	return true
+}
+
 // Pop removes and returns the oldest entry; ok is false on an empty ring.
 func (r *Ring[T]) Pop() (v T, ok bool) {
 	if r.n == 0 {

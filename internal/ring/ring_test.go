@@ -156,3 +156,31 @@ func BenchmarkRingPushPop(b *testing.B) {
 		}
 	}
 }
+
+// TestDiscard: Discard removes the oldest entry, leaves its slot as it was
+// (the caller cleared it), keeps the order of the rest, and reports false
+// on an empty ring.
+func TestDiscard(t *testing.T) {
+	r := New[int](2, 0)
+	if r.Discard() {
+		t.Fatal("Discard of an empty ring reported true")
+	}
+	for v := 1; v <= 3; v++ { // wraps and grows
+		r.Push(v)
+	}
+	if !r.Discard() || r.Len() != 2 || *r.Front() != 2 {
+		t.Fatalf("after Discard: len %d, front %v", r.Len(), r.Front())
+	}
+	r.Push(4)
+	var got []int
+	for v, ok := r.Pop(); ok; v, ok = r.Pop() {
+		got = append(got, v)
+	}
+	if len(got) != 3 || got[0] != 2 || got[1] != 3 || got[2] != 4 {
+		t.Fatalf("order after Discard: %v", got)
+	}
+	r.Push(5)
+	if !r.Discard() || r.Discard() || r.Len() != 0 {
+		t.Fatalf("len %d after discarding the only entry", r.Len())
+	}
+}
