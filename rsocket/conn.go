@@ -157,6 +157,9 @@ func newConn(eng *engine, cfg config, passive bool) *Conn {
 	if passive {
 		c.phase = phAccepting
 	}
+	if c.cfg.pollTime < 0 && eng != nil {
+		c.cfg.pollTime = pollTimeFor(eng.fab)
+	}
 	return c
 }
 func wake(ch chan struct{}) {
