@@ -147,6 +147,8 @@ type Conn struct {
 	keepalives          int // keepalives sent and completed, under mu
 
 	rpoll, spoll cqPoller
+	direct       bool      // blocked callers wait on the queues (inProcess)
+	rwait, wwait cqWait    // a blocked Read's and Write's, under mu
 	wcs          [16]id.WC // pollCQs' scratch, under mu
 }
 
@@ -160,6 +162,10 @@ func newConn(eng *engine, cfg config, passive bool) *Conn {
 	if c.cfg.pollTime < 0 && eng != nil {
 		c.cfg.pollTime = pollTimeFor(eng.fab)
 	}
+	c.direct = eng != nil && inProcess(eng.fab)
+	c.rwait.done, c.wwait.done = make(chan struct{}), make(chan struct{})
+	c.rdl.kick = func() { c.mu.Lock(); c.rwait.kick(); c.mu.Unlock() }
+	c.wdl.kick = func() { c.mu.Lock(); c.wwait.kick(); c.mu.Unlock() }
 	return c
 }
 func wake(ch chan struct{}) {
@@ -169,8 +175,8 @@ func wake(ch chan struct{}) {
 	}
 }
 func (c *Conn) wakeAll() {
-	wake(c.rwake)
-	wake(c.wwake)
+	c.wakeRead()
+	c.wakeWrite()
 	wake(c.cwake)
 }
 

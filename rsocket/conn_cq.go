@@ -136,12 +136,12 @@ func (c *Conn) onMessage(m uint32) {
 			c.tsgl[j] = readSGE(c.tbuf[j*sgeLen:], binary.LittleEndian)
 			c.nextSGE = (j + 1) % len(c.tsgl)
 		}
-		wake(c.wwake)
+		c.wakeWrite()
 	case opIOMapSGL:
 		if k := int(msgData(m) & 0xffff); k < len(c.iomaps) {
 			c.iomaps[k] = readIOMap(c.tbuf[len(c.tsgl)*sgeLen+k*iomapLen:], binary.LittleEndian)
 		}
-		wake(c.wwake)
+		c.wakeWrite()
 	case opCtrl:
 		switch msgData(m) {
 		case ctrlDisconnect:
@@ -167,7 +167,7 @@ func (c *Conn) onMessage(m uint32) {
 		c.rmsg[(c.rmHead+c.rmN)%len(c.rmsg)] = uint32(n)
 		c.rmN++
 		c.rPending += n
-		wake(c.rwake)
+		c.wakeRead()
 	}
 	// opWrite is never sent; other opcodes are reserved: ignored, as
 	// rsockets ignores them.
@@ -221,7 +221,7 @@ func (c *Conn) sendWC(wc *id.WC) {
 		c.keepalives++
 	}
 	c.updateCredits()
-	wake(c.wwake)
+	c.wakeWrite()
 	wake(c.cwake)
 }
 

@@ -31,7 +31,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 		}
 		c.mu.Unlock()
 		if err == nil {
-			err = c.wait(c.rwake, &c.rdl)
+			err = c.block(&c.rwait, spinRead, c.rwake, &c.rdl)
 		}
 		if err != nil {
 			if err == io.EOF {
@@ -105,7 +105,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		left := len(b) - n
 		if !c.canSend(left) && !c.spin(spinWrite) {
 			c.mu.Unlock()
-			if err := c.wait(c.wwake, &c.wdl); err != nil {
+			if err := c.block(&c.wwait, spinWrite, c.wwake, &c.wdl); err != nil {
 				return n, c.opErr("write", err)
 			}
 			c.mu.Lock()
@@ -241,17 +241,8 @@ const (
 // through the reactor. It reports whether what the caller waits for (or
 // an error) is there. Called with mu held.
 func (c *Conn) spin(what int) bool {
-	ready := func() bool {
-		if c.closed || c.downErr != nil {
-			return true
-		}
-		if what == spinRead {
-			return c.rmN > 0 || !c.readable
-		}
-		return c.canSend(sndLowat) || !c.writable
-	}
 	c.pollCQs()
-	if ready() {
+	if c.ready(what) {
 		return true
 	}
 	if c.cfg.pollTime <= 0 {
@@ -262,7 +253,7 @@ func (c *Conn) spin(what int) bool {
 		runtime.Gosched()
 		c.mu.Lock()
 		c.pollCQs()
-		if ready() {
+		if c.ready(what) {
 			return true
 		}
 	}
@@ -362,6 +353,8 @@ func (c *Conn) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	close(c.done)
+	c.rwait.kick()
+	c.wwait.kick()
 	if c.ka != nil {
 		c.ka.Stop()
 	}
