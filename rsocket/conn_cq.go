@@ -11,11 +11,12 @@ import (
 )
 
 // cqPoller is what the reactor polls for each completion queue of a
-// connection: its Poll handles the connection's completions itself, under
-// the connection's lock, and hands none to the reactor. So a Read or
-// Write that finds nothing may poll the queues too (pollCQs) without
-// waiting for the reactor, and completions are still handled one at a
-// time, in order.
+// connection on the kernel fabric (elsewhere callers poll the queues
+// themselves: cqWait): its Poll handles the connection's completions
+// itself, under the connection's lock, and hands none to the reactor. So
+// a Read or Write that finds nothing may poll the queues too (pollCQs)
+// without waiting for the reactor, and completions are still handled one
+// at a time, in order.
 type cqPoller struct {
 	c  *Conn
 	cq id.CQ
@@ -222,7 +223,7 @@ func (c *Conn) sendWC(wc *id.WC) {
 	}
 	c.updateCredits()
 	c.wakeWrite()
-	wake(c.cwake)
+	c.wakeCtl()
 }
 
 // updateCredits offers the peer more receive buffer and message credits
@@ -339,6 +340,9 @@ func (c *Conn) keepalive() {
 	defer c.mu.Unlock()
 	if c.closed || !c.connected {
 		return
+	}
+	if !c.cqReg {
+		c.pollCQs() // the last keepalives' completions, with nobody else polling
 	}
 	if c.ctrlAvail() {
 		c.ctrlSeq++

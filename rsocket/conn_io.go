@@ -231,8 +231,10 @@ var testPostedData func(c *Conn, sge int, usedUp bool)
 
 // What spin waits for.
 const (
-	spinRead  = iota // data to read, or an end
-	spinWrite        // room to send, or an end
+	spinRead    = iota // data to read, or an end
+	spinWrite          // room to send, or an end
+	spinIOMap          // room to send an iomap entry (IOMap), or an end
+	spinIOWrite        // room in the send queue and buffer for ioLeft bytes (IOWrite), or an end
 )
 
 // spin polls the completion queues itself for up to the poll time before
@@ -325,19 +327,7 @@ func (c *Conn) CloseWrite() error {
 // message may be sent or the connection cannot send one; bounded by
 // lingerTimeout. It reports false on timeout.
 func (c *Conn) waitCtrl() bool {
-	t := time.NewTimer(lingerTimeout)
-	defer t.Stop()
-	for c.connected && !c.ctrlAvail() {
-		c.mu.Unlock()
-		select {
-		case <-c.cwake:
-		case <-t.C:
-			c.mu.Lock()
-			return false
-		}
-		c.mu.Lock()
-	}
-	return true
+	return c.awaitSends(func() bool { return !c.connected || c.ctrlAvail() })
 }
 
 // Close closes the connection: blocked and later calls fail with
@@ -365,17 +355,7 @@ func (c *Conn) Close() error {
 		}
 		c.connected = false
 	}
-	t := time.NewTimer(lingerTimeout)
-	for expired := false; !c.allSendsDone() && !expired; {
-		c.mu.Unlock()
-		select {
-		case <-c.cwake:
-		case <-t.C:
-			expired = true
-		}
-		c.mu.Lock()
-	}
-	t.Stop()
+	c.awaitSends(c.allSendsDone)
 	reg := c.cqReg
 	c.cqReg, c.released = false, true
 	c.mu.Unlock()

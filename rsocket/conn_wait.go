@@ -11,19 +11,24 @@ import (
 	"github.com/cmrt/cmrt/id"
 )
 
-// cqWait is the context with which a blocked Read or Write waits on a
+// cqWait is the context with which a blocked caller waits on a
 // completion queue itself (fabric.CQ.Wait), on fabrics run by goroutines
 // of this process (direct): the goroutine that queues a completion then
-// wakes the caller, as a TCP Read is woken once, instead of the completion
-// going through the queue's eventfd, the reactor's loop and a channel
-// (BENCHMARKS.md, "rsocket").
+// wakes the caller, as a TCP Read is woken once. The reactor does not
+// poll these queues (a completion would otherwise go through the queue's
+// eventfd, the reactor's loop and a channel, and the eventfd alone costs
+// two system calls per completion: BENCHMARKS.md, "rsocket"); callers
+// poll them, as rsockets' callers do (it has no thread of its own for
+// them): Read, Write and the waits of Close, CloseWrite and the
+// keepalive.
 //
-// The reactor still polls the same queues, and may take a completion
-// first: the caller's Wait then goes on waiting for a queue that is empty
-// again. So whatever changes what an armed waiter waits for (a completion
-// handled by the reactor or by another caller, Close, the deadline) kicks
-// it: Done is closed. A kicked context gets a new channel before its next
-// wait; an unkicked one is reused, so a wait allocates nothing.
+// Another caller (a Write while a Read waits, or the reactor's handling
+// of a CM event) may take a completion first: the waiter's Wait then
+// goes on waiting for a queue that is empty again. So whatever changes
+// what an armed waiter waits for (a completion handled by someone else,
+// Close, the deadline) kicks it: Done is closed. A kicked context gets a
+// new channel before its next wait; an unkicked one is reused, so a wait
+// allocates nothing.
 type cqWait struct {
 	done   chan struct{}
 	armed  bool // a caller waits, or is about to; under Conn.mu
@@ -66,8 +71,8 @@ func inProcess(f fabric.Fabric) bool { return f == nil || f.Name() != "kernel" }
 
 // block waits, without mu held, until what the caller waits for (what, as
 // spin's) may be there, the connection is closed or the deadline dl
-// passes. On fabrics that are not in process, and if the queue cannot be
-// waited on, it waits on ch, which the reactor's handling signals. It
+// passes. On fabrics that are not in process (the reactor polls the
+// queues there), it waits on ch, which the reactor's handling signals. It
 // returns nil when the caller should look again.
 func (c *Conn) block(w *cqWait, what int, ch chan struct{}, dl *deadline) error {
 	if !c.direct {
@@ -95,8 +100,8 @@ func (c *Conn) block(w *cqWait, what int, ch chan struct{}, dl *deadline) error 
 	err := c.ended(dl) // a deadline or Close before w was armed
 	if err == nil {
 		if werr := cq.Wait(w); werr != nil && !errors.Is(werr, context.Canceled) {
-			// The queue is gone (destroyed): the reactor's signal is
-			// all there is to wait for.
+			// The queue is gone (destroyed): wait for what
+			// signals ch (Close, the connection's end).
 			err = c.wait(ch, dl)
 		}
 	}
@@ -110,11 +115,14 @@ func (c *Conn) block(w *cqWait, what int, ch chan struct{}, dl *deadline) error 
 }
 
 // waitQueue is the queue a blocked caller waits on: a Write that has the
-// peer's credits and buffer waits for its own sends to complete (room in
-// the send queue or buffer), anything else for the peer's messages.
+// peer's credits and buffer (and an IOWrite, which needs none) waits for
+// its own sends to complete (room in the send queue or buffer), anything
+// else for the peer's messages.
 // Called with mu held.
 func (c *Conn) waitQueue(what int) id.CQ {
-	if what == spinWrite && !c.held && c.sseqNo != c.sseqComp && c.tsgl[c.tsge].Len != 0 {
+	switch {
+	case what == spinIOWrite,
+		what != spinRead && !c.held && c.sseqNo != c.sseqComp && c.tsgl[c.tsge].Len != 0:
 		return c.qp.SendCQ()
 	}
 	return c.qp.RecvCQ()
@@ -138,8 +146,13 @@ func (c *Conn) ready(what int) bool {
 	if c.closed || c.downErr != nil {
 		return true
 	}
-	if what == spinRead {
+	switch what {
+	case spinRead:
 		return c.rmN > 0 || !c.readable
+	case spinIOMap:
+		return c.canSend(iomapLen) || !c.writable
+	case spinIOWrite:
+		return c.sqeAvail >= 1 && (c.ioLeft <= c.cfg.inline || c.sbufFits(c.ioLeft)) || !c.writable
 	}
 	return c.canSend(sndLowat) || !c.writable
 }
@@ -154,4 +167,57 @@ func (c *Conn) wakeRead() {
 func (c *Conn) wakeWrite() {
 	wake(c.wwake)
 	c.wwait.kick()
+}
+
+// wakeCtl wakes Close or CloseWrite waiting for the send queue. Called
+// with mu held.
+func (c *Conn) wakeCtl() {
+	wake(c.cwake)
+	c.cwait.kick()
+}
+
+// awaitSends waits, with mu held (released while waiting), until cond
+// holds, which send completions bring about (control slots, a drained
+// send queue), or lingerTimeout passes: it then reports false. Where the
+// reactor does not poll the queues (direct) it polls them itself and
+// waits on the send queue.
+func (c *Conn) awaitSends(cond func() bool) bool {
+	expired := false
+	t := time.AfterFunc(lingerTimeout, func() {
+		c.mu.Lock()
+		expired = true
+		c.wakeCtl()
+		c.mu.Unlock()
+	})
+	defer t.Stop()
+	for {
+		if !c.cqReg {
+			c.pollCQs()
+		}
+		if cond() {
+			return true
+		}
+		if expired {
+			return false
+		}
+		w := &c.cwait
+		if !c.direct || c.qp == nil || c.released {
+			c.mu.Unlock()
+			<-c.cwake
+			c.mu.Lock()
+			continue
+		}
+		if w.kicked {
+			w.done = make(chan struct{})
+			w.kicked = false
+		}
+		w.armed = true
+		cq := c.qp.SendCQ()
+		c.mu.Unlock()
+		if err := cq.Wait(w); err != nil && !errors.Is(err, context.Canceled) {
+			<-c.cwake // the queue is gone: wait for the timer's wake
+		}
+		c.mu.Lock()
+		w.armed = false
+	}
 }

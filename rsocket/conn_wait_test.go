@@ -63,44 +63,51 @@ func pingPong(t *testing.T, c1, c2 *Conn, rounds, n int) {
 	}
 }
 
-// TestBlockedReadWokenByQueue checks that a blocked Read is woken by the
-// completion queue itself on the software fabric: with the reactor
-// polling neither queue of either end, messages still flow. (Before, only
-// the reactor's handling woke a blocked caller.)
+// TestBlockedReadWokenByQueue checks that on the software fabric the
+// reactor polls neither queue of a connection, and that blocked calls are
+// woken by the queues themselves: messages flow, Writes blocking for
+// credits and buffer included.
 func TestBlockedReadWokenByQueue(t *testing.T) {
-	c1, c2, stop := pipe(t)
+	c1, c2, stop := pipe(t, WithRecvBuffer(4096), WithRQSize(16))
 	defer stop()
 	for _, c := range []*Conn{c1, c2} {
-		if err := c.eng.r.UnregisterCQ(&c.rpoll); err != nil {
-			t.Fatal(err)
-		}
-		if err := c.eng.r.UnregisterCQ(&c.spoll); err != nil {
-			t.Fatal(err)
+		c.mu.Lock()
+		reg := c.cqReg
+		c.mu.Unlock()
+		if reg || !c.direct {
+			t.Fatalf("reactor polls the queues: %v, callers wait on them: %v", reg, c.direct)
 		}
 	}
-	defer func() { // for Close, which waits for the reactor to drain the sends
-		for _, c := range []*Conn{c1, c2} {
-			_ = c.eng.r.RegisterCQ(&c.spoll, noCompletions{})
-			_ = c.eng.r.RegisterCQ(&c.rpoll, noCompletions{})
-		}
-	}()
-	c1.SetDeadline(time.Now().Add(5 * time.Second))
-	c2.SetDeadline(time.Now().Add(5 * time.Second))
-	// Small receive-side credits are not needed: 64 rounds stay within
-	// the default credits and buffers, so no Write has to block.
-	pingPong(t, c1, c2, 64, 64)
+	c1.SetDeadline(time.Now().Add(20 * time.Second))
+	c2.SetDeadline(time.Now().Add(20 * time.Second))
+	pingPong(t, c1, c2, 200, 64)
+	pingPong(t, c1, c2, 20, 6000)
 }
 
 // TestBlockedCallsKicked checks the waits on a queue whose every
-// completion the reactor takes first (deafFabric: the queue's Wait never
-// reports): the reactor's handling, the deadline and Close must each wake
-// the blocked caller. Writes block too (small buffers and credits).
+// completion another poller takes first (deafFabric: the queue's Wait
+// never reports; the reactor polls the queues): the other poller's
+// handling, the deadline and Close must each wake the blocked caller.
+// Writes block too (small buffers and credits).
 func TestBlockedCallsKicked(t *testing.T) {
 	t.Run("messages", func(t *testing.T) {
 		c1, c2, stop := pipe(t, WithFabric(deafFabric), WithRecvBuffer(4096), WithRQSize(16))
 		defer stop()
 		if !c1.direct || !c2.direct {
 			t.Fatal("callers do not wait on the queues")
+		}
+		// The reactor polls the queues too, and takes what the deaf
+		// waits never see.
+		for _, c := range []*Conn{c1, c2} {
+			if err := c.eng.r.RegisterCQ(&c.spoll, noCompletions{}); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.eng.r.RegisterCQ(&c.rpoll, noCompletions{}); err != nil {
+				t.Fatal(err)
+			}
+			c.mu.Lock()
+			c.cqReg = true // Close unregisters them
+			c.mu.Unlock()
 		}
 		c1.SetDeadline(time.Now().Add(20 * time.Second))
 		c2.SetDeadline(time.Now().Add(20 * time.Second))
