@@ -134,6 +134,7 @@ type Conn struct {
 	sqeAvail int
 	sseqNo   uint16
 	sseqComp uint16
+	ioLeft   int // the bytes a blocked IOWrite has left to write
 	ctrlSeq  uint32
 	ctrlMax  uint32
 	scratch  [iomapLen]byte
@@ -147,6 +148,9 @@ type Conn struct {
 	keepalives          int // keepalives sent and completed, under mu
 
 	rpoll, spoll cqPoller
+	direct       bool      // blocked callers wait on the queues (inProcess)
+	rwait, wwait cqWait    // a blocked Read's and Write's, under mu
+	cwait        cqWait    // Close's or CloseWrite's, waiting for its sends, under mu
 	wcs          [16]id.WC // pollCQs' scratch, under mu
 }
 
@@ -157,6 +161,13 @@ func newConn(eng *engine, cfg config, passive bool) *Conn {
 	if passive {
 		c.phase = phAccepting
 	}
+	if c.cfg.pollTime < 0 && eng != nil {
+		c.cfg.pollTime = pollTimeFor(eng.fab)
+	}
+	c.direct = eng != nil && inProcess(eng.fab)
+	c.rwait.done, c.wwait.done, c.cwait.done = make(chan struct{}), make(chan struct{}), make(chan struct{})
+	c.rdl.kick = func() { c.mu.Lock(); c.rwait.kick(); c.mu.Unlock() }
+	c.wdl.kick = func() { c.mu.Lock(); c.wwait.kick(); c.mu.Unlock() }
 	return c
 }
 func wake(ch chan struct{}) {
@@ -166,9 +177,9 @@ func wake(ch chan struct{}) {
 	}
 }
 func (c *Conn) wakeAll() {
-	wake(c.rwake)
-	wake(c.wwake)
-	wake(c.cwake)
+	c.wakeRead()
+	c.wakeWrite()
+	c.wakeCtl()
 }
 
 // createEP creates the queue pair and the buffers and posts the receives,
@@ -313,8 +324,8 @@ func (c *Conn) connect() error {
 }
 
 // established finishes the set-up on ESTABLISHED: the peer's data taken
-// in, the completion queues on the reactor, the second half of the receive
-// buffer offered. Called with mu held, on the loop.
+// in, the completion queues on the reactor (kernel fabric), the second
+// half of the receive buffer offered. Called with mu held, on the loop.
 func (c *Conn) established(ev *id.Event) {
 	closed := false // a passive connection whose listener closed meanwhile
 	switch c.phase {
@@ -345,16 +356,18 @@ func (c *Conn) established(ev *id.Event) {
 	c.laddr, c.raddr = newAddr(c.cm.LocalAddr()), newAddr(c.cm.RemoteAddr())
 	c.rpoll = cqPoller{c: c, cq: c.qp.RecvCQ()}
 	c.spoll = cqPoller{c: c, cq: c.qp.SendCQ()}
-	if err := c.eng.r.RegisterCQ(&c.spoll, noCompletions{}); err != nil {
-		c.failOpen(err)
-		return
+	if !c.direct {
+		if err := c.eng.r.RegisterCQ(&c.spoll, noCompletions{}); err != nil {
+			c.failOpen(err)
+			return
+		}
+		if err := c.eng.r.RegisterCQ(&c.rpoll, noCompletions{}); err != nil {
+			_ = c.eng.r.UnregisterCQ(&c.spoll)
+			c.failOpen(err)
+			return
+		}
+		c.cqReg = true
 	}
-	if err := c.eng.r.RegisterCQ(&c.rpoll, noCompletions{}); err != nil {
-		_ = c.eng.r.UnregisterCQ(&c.spoll)
-		c.failOpen(err)
-		return
-	}
-	c.cqReg = true
 	c.phase = phOpen
 	c.connected, c.readable, c.writable = true, true, true
 	c.held = c.passive && c.msgSend

@@ -11,11 +11,12 @@ import (
 )
 
 // cqPoller is what the reactor polls for each completion queue of a
-// connection: its Poll handles the connection's completions itself, under
-// the connection's lock, and hands none to the reactor. So a Read or
-// Write that finds nothing may poll the queues too (pollCQs) without
-// waiting for the reactor, and completions are still handled one at a
-// time, in order.
+// connection on the kernel fabric (elsewhere callers poll the queues
+// themselves: cqWait): its Poll handles the connection's completions
+// itself, under the connection's lock, and hands none to the reactor. So
+// a Read or Write that finds nothing may poll the queues too (pollCQs)
+// without waiting for the reactor, and completions are still handled one
+// at a time, in order.
 type cqPoller struct {
 	c  *Conn
 	cq id.CQ
@@ -136,12 +137,12 @@ func (c *Conn) onMessage(m uint32) {
 			c.tsgl[j] = readSGE(c.tbuf[j*sgeLen:], binary.LittleEndian)
 			c.nextSGE = (j + 1) % len(c.tsgl)
 		}
-		wake(c.wwake)
+		c.wakeWrite()
 	case opIOMapSGL:
 		if k := int(msgData(m) & 0xffff); k < len(c.iomaps) {
 			c.iomaps[k] = readIOMap(c.tbuf[len(c.tsgl)*sgeLen+k*iomapLen:], binary.LittleEndian)
 		}
-		wake(c.wwake)
+		c.wakeWrite()
 	case opCtrl:
 		switch msgData(m) {
 		case ctrlDisconnect:
@@ -167,7 +168,7 @@ func (c *Conn) onMessage(m uint32) {
 		c.rmsg[(c.rmHead+c.rmN)%len(c.rmsg)] = uint32(n)
 		c.rmN++
 		c.rPending += n
-		wake(c.rwake)
+		c.wakeRead()
 	}
 	// opWrite is never sent; other opcodes are reserved: ignored, as
 	// rsockets ignores them.
@@ -221,8 +222,8 @@ func (c *Conn) sendWC(wc *id.WC) {
 		c.keepalives++
 	}
 	c.updateCredits()
-	wake(c.wwake)
-	wake(c.cwake)
+	c.wakeWrite()
+	c.wakeCtl()
 }
 
 // updateCredits offers the peer more receive buffer and message credits
@@ -339,6 +340,9 @@ func (c *Conn) keepalive() {
 	defer c.mu.Unlock()
 	if c.closed || !c.connected {
 		return
+	}
+	if !c.cqReg {
+		c.pollCQs() // the last keepalives' completions, with nobody else polling
 	}
 	if c.ctrlAvail() {
 		c.ctrlSeq++

@@ -31,7 +31,7 @@ func (c *Conn) Read(b []byte) (int, error) {
 		}
 		c.mu.Unlock()
 		if err == nil {
-			err = c.wait(c.rwake, &c.rdl)
+			err = c.block(&c.rwait, spinRead, c.rwake, &c.rdl)
 		}
 		if err != nil {
 			if err == io.EOF {
@@ -105,7 +105,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		left := len(b) - n
 		if !c.canSend(left) && !c.spin(spinWrite) {
 			c.mu.Unlock()
-			if err := c.wait(c.wwake, &c.wdl); err != nil {
+			if err := c.block(&c.wwait, spinWrite, c.wwake, &c.wdl); err != nil {
 				return n, c.opErr("write", err)
 			}
 			c.mu.Lock()
@@ -231,8 +231,10 @@ var testPostedData func(c *Conn, sge int, usedUp bool)
 
 // What spin waits for.
 const (
-	spinRead  = iota // data to read, or an end
-	spinWrite        // room to send, or an end
+	spinRead    = iota // data to read, or an end
+	spinWrite          // room to send, or an end
+	spinIOMap          // room to send an iomap entry (IOMap), or an end
+	spinIOWrite        // room in the send queue and buffer for ioLeft bytes (IOWrite), or an end
 )
 
 // spin polls the completion queues itself for up to the poll time before
@@ -241,17 +243,8 @@ const (
 // through the reactor. It reports whether what the caller waits for (or
 // an error) is there. Called with mu held.
 func (c *Conn) spin(what int) bool {
-	ready := func() bool {
-		if c.closed || c.downErr != nil {
-			return true
-		}
-		if what == spinRead {
-			return c.rmN > 0 || !c.readable
-		}
-		return c.canSend(sndLowat) || !c.writable
-	}
 	c.pollCQs()
-	if ready() {
+	if c.ready(what) {
 		return true
 	}
 	if c.cfg.pollTime <= 0 {
@@ -262,7 +255,7 @@ func (c *Conn) spin(what int) bool {
 		runtime.Gosched()
 		c.mu.Lock()
 		c.pollCQs()
-		if ready() {
+		if c.ready(what) {
 			return true
 		}
 	}
@@ -334,19 +327,7 @@ func (c *Conn) CloseWrite() error {
 // message may be sent or the connection cannot send one; bounded by
 // lingerTimeout. It reports false on timeout.
 func (c *Conn) waitCtrl() bool {
-	t := time.NewTimer(lingerTimeout)
-	defer t.Stop()
-	for c.connected && !c.ctrlAvail() {
-		c.mu.Unlock()
-		select {
-		case <-c.cwake:
-		case <-t.C:
-			c.mu.Lock()
-			return false
-		}
-		c.mu.Lock()
-	}
-	return true
+	return c.awaitSends(func() bool { return !c.connected || c.ctrlAvail() })
 }
 
 // Close closes the connection: blocked and later calls fail with
@@ -362,6 +343,8 @@ func (c *Conn) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	close(c.done)
+	c.rwait.kick()
+	c.wwait.kick()
 	if c.ka != nil {
 		c.ka.Stop()
 	}
@@ -372,17 +355,7 @@ func (c *Conn) Close() error {
 		}
 		c.connected = false
 	}
-	t := time.NewTimer(lingerTimeout)
-	for expired := false; !c.allSendsDone() && !expired; {
-		c.mu.Unlock()
-		select {
-		case <-c.cwake:
-		case <-t.C:
-			expired = true
-		}
-		c.mu.Lock()
-	}
-	t.Stop()
+	c.awaitSends(c.allSendsDone)
 	reg := c.cqReg
 	c.cqReg, c.released = false, true
 	c.mu.Unlock()

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/net/nettest"
+
+	"github.com/cmrt/cmrt/fabric"
 )
 
 // pipe returns the two ends of a connection over the software fabric on
@@ -237,5 +239,49 @@ func TestAddrs(t *testing.T) {
 	}
 	if c1.LocalAddr().Network() != "rsocket" {
 		t.Fatal(c1.LocalAddr().Network())
+	}
+}
+
+// namedFabric is a fabric that only has a name, for pollTimeFor.
+type namedFabric struct {
+	fabric.Fabric
+	name string
+}
+
+func (f namedFabric) Name() string { return f.name }
+
+// TestPollTime checks who spins before blocking: connections on the
+// software fabric block at once unless WithPollTime says otherwise (a
+// spinning caller there holds back the goroutines that make its
+// completions), connections on the kernel fabric poll for DefaultPollTime.
+func TestPollTime(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts []Option
+		want time.Duration
+	}{
+		{"soft default", nil, 0},
+		{"soft WithPollTime", []Option{WithPollTime(7 * time.Microsecond)}, 7 * time.Microsecond},
+		{"soft WithPollTime negative", []Option{WithPollTime(-time.Second)}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c1, c2, stop := pipe(t, tc.opts...)
+			defer stop()
+			if c1.cfg.pollTime != tc.want || c2.cfg.pollTime != tc.want {
+				t.Fatalf("poll time %v (dialed), %v (accepted), want %v", c1.cfg.pollTime, c2.cfg.pollTime, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		f    fabric.Fabric
+		want time.Duration
+	}{
+		{namedFabric{name: "kernel"}, DefaultPollTime},
+		{namedFabric{name: "soft"}, 0},
+		{nil, 0},
+	} {
+		if got := pollTimeFor(tc.f); got != tc.want {
+			t.Errorf("pollTimeFor(%v) = %v, want %v", tc.f, got, tc.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 // it has passed, so a blocked call can select on it and see a deadline set
 // while it waits. The zero value has no deadline.
 type deadline struct {
+	kick   func() // if set (before use), run without mu once the deadline has passed
 	mu     sync.Mutex
 	timer  *time.Timer
 	passed chan struct{} // closed when the deadline has passed
@@ -17,7 +18,6 @@ type deadline struct {
 // set arms the deadline at t; the zero time clears it.
 func (d *deadline) set(t time.Time) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.timer != nil && !d.timer.Stop() {
 		<-d.passed // the timer fired (or is firing): wait until it closed the channel
 	}
@@ -31,15 +31,27 @@ func (d *deadline) set(t time.Time) {
 	default:
 	}
 	if t.IsZero() {
+		d.mu.Unlock()
 		return
 	}
 	dt := time.Until(t)
 	if dt <= 0 {
 		close(d.passed)
+		d.mu.Unlock()
+		d.passedNow()
 		return
 	}
 	ch := d.passed
-	d.timer = time.AfterFunc(dt, func() { close(ch) })
+	d.timer = time.AfterFunc(dt, func() { close(ch); d.passedNow() })
+	d.mu.Unlock()
+}
+
+// passedNow runs kick, if set. Never under mu: kick takes the
+// connection's lock, under which wait is called.
+func (d *deadline) passedNow() {
+	if d.kick != nil {
+		d.kick()
+	}
 }
 
 // wait returns the channel closed when the deadline has passed.

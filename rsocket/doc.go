@@ -36,11 +36,14 @@
 // # Goroutines
 //
 // The sockets of a fabric share one event channel and one reactor
-// (package reactor), which reads the CM events of every id and the
-// completion queues of every connection on a single goroutine and wakes
-// the Reads and Writes that wait. Thousands of connections add no
-// goroutine inside the library; goroutines blocked in Read or Write are
-// the caller's.
+// (package reactor), which reads the CM events of every id on a single
+// goroutine. On the kernel fabric it also polls the completion queues of
+// every connection and wakes the Reads and Writes that wait; on the
+// software fabric a blocked Read or Write polls and waits on its
+// connection's queues itself, and is woken by the fabric goroutine that
+// queues the completion. Thousands of connections add no goroutine
+// inside the library; goroutines blocked in Read or Write are the
+// caller's.
 //
 // # Addresses
 //

@@ -13,8 +13,9 @@ import (
 
 // engine is what every socket of one fabric shares: one event channel for
 // all their ids and one reactor, running its handlers inline on its loop
-// goroutine, that reads the channel and every connection's completion
-// queues. However many sockets exist, the library adds one goroutine per
+// goroutine, that reads the channel and, on the kernel fabric, every
+// connection's completion queues (on others the callers poll them:
+// cqWait). However many sockets exist, the library adds one goroutine per
 // fabric in use (the reactor's loop); a Read or Write blocks the caller's
 // goroutine only. The engine starts with its first socket and stops when
 // the last one is closed.

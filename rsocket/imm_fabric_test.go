@@ -33,6 +33,10 @@ import (
 type immFabric struct {
 	inner     *soft.Fabric
 	transport string // fabric.Device.Transport of every device
+	// deafWaits: Wait on its completion queues returns only when its
+	// context ends, as a wait whose completion another poller (the
+	// reactor) always takes first.
+	deafWaits bool
 
 	imms    atomic.Int64 // Writes with Immediate posted
 	sends   atomic.Int64 // plain Sends posted
@@ -50,6 +54,8 @@ type immFabric struct {
 var (
 	ibFabric = &immFabric{inner: soft.Default(), transport: "InfiniBand"}
 	iwFabric = &immFabric{inner: soft.Default(), transport: transportIWARP}
+	// deafFabric is iwFabric whose queue waits never report.
+	deafFabric = &immFabric{inner: soft.Default(), transport: transportIWARP, deafWaits: true}
 )
 
 // immTag starts the frame a Write with Immediate's Send carries.
@@ -140,8 +146,8 @@ func (e *immEndpoint) CreateQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 		return nil, err
 	}
 	q.rq = make([]immRecv, 2*attr.Cap.MaxRecvWR)
-	q.scq = &immCQ{CQ: qp.SendCQ(), poll: q.pollSend}
-	q.rcq = &immCQ{CQ: qp.RecvCQ(), poll: q.pollRecv}
+	q.scq = &immCQ{CQ: qp.SendCQ(), poll: q.pollSend, deaf: e.f.deafWaits}
+	q.rcq = &immCQ{CQ: qp.RecvCQ(), poll: q.pollRecv, deaf: e.f.deafWaits}
 	e.f.qpMu.Lock()
 	e.f.qps = append(e.f.qps, q)
 	e.f.qpMu.Unlock()
@@ -317,6 +323,16 @@ func (q *immQP) pollRecv(wcs []fabric.WC) {
 type immCQ struct {
 	fabric.CQ
 	poll func([]fabric.WC)
+	deaf bool // immFabric.deafWaits
+}
+
+// Wait is the software queue's, or with deaf, waits for ctx only.
+func (c *immCQ) Wait(ctx context.Context) error {
+	if c.deaf {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return c.CQ.Wait(ctx)
 }
 
 func (c *immCQ) Poll(wcs []fabric.WC) int {

@@ -46,7 +46,7 @@ func (c *Conn) IOMap(buf []byte, offset int64) (int64, error) {
 			return 0, c.opErr("iomap", err)
 		}
 		c.mu.Unlock()
-		err := c.wait(c.wwake, &c.wdl)
+		err := c.block(&c.wwait, spinIOMap, c.wwake, &c.wdl)
 		c.mu.Lock()
 		if err != nil {
 			return 0, c.opErr("iomap", err)
@@ -129,8 +129,9 @@ func (c *Conn) IOWrite(b []byte, offset int64) (int, error) {
 		}
 		left := len(b) - n
 		if c.sqeAvail < 1 || (left > c.cfg.inline && !c.sbufFits(left)) {
+			c.ioLeft = left
 			c.mu.Unlock()
-			err := c.wait(c.wwake, &c.wdl)
+			err := c.block(&c.wwait, spinIOWrite, c.wwake, &c.wdl)
 			c.mu.Lock()
 			if err != nil {
 				return n, c.opErr("iowrite", err)

@@ -26,7 +26,12 @@ const (
 	DefaultSendBuf = 128 << 10
 	// DefaultPollTime is how long a Read or Write that must wait polls
 	// the completion queues itself before it blocks (rsockets'
-	// polling_time, 10 µs).
+	// polling_time, 10 µs), on the kernel fabric, whose completions the
+	// device or the kernel makes. On other fabrics (the software fabric)
+	// the default is 0: their completions are made by goroutines of this
+	// process, and a caller polling in a loop keeps them from running, as
+	// Go's scheduler looks for ready sockets only when it has no runnable
+	// goroutine (BENCHMARKS.md, "rsocket").
 	DefaultPollTime = 10 * time.Microsecond
 )
 
@@ -57,7 +62,7 @@ type config struct {
 	backlog   int
 	timeout   time.Duration // address and route resolution, per attempt
 	local     netip.AddrPort
-	pollTime  time.Duration
+	pollTime  time.Duration // < 0: the fabric's default (pollTimeFor)
 	// unmarked speaks exactly as rsockets does: no connFlagMarked, no
 	// msgSGEMark (tests use it to run the C peer's path between Go ends).
 	unmarked bool
@@ -66,7 +71,20 @@ type config struct {
 func defaultConfig() config {
 	return config{sqSize: DefaultSQSize, rqSize: DefaultRQSize, inline: DefaultInline,
 		recvBuf: DefaultRecvBuf, sendBuf: DefaultSendBuf, timeout: 2 * time.Second,
-		pollTime: DefaultPollTime}
+		pollTime: -1}
+}
+
+// pollTimeFor is the poll time of connections on fabric f when no option
+// set it: DefaultPollTime on the kernel fabric, else 0. Spinning for a
+// completion helps where the device or the kernel makes it meanwhile; on
+// a fabric run by goroutines of this process it delays the completion by
+// the spin (64 B ping-pong p50 57 µs without it, 75 µs with 10 µs of
+// spin, 160 µs with 50 µs: BENCHMARKS.md, "rsocket").
+func pollTimeFor(f fabric.Fabric) time.Duration {
+	if f != nil && f.Name() == "kernel" {
+		return DefaultPollTime
+	}
+	return 0
 }
 
 // normalize clamps the sizes as rsockets does.
@@ -138,5 +156,7 @@ func WithLocalAddr(ap netip.AddrPort) Option { return func(c *config) { c.local 
 
 // WithPollTime sets how long a Read or Write that must wait polls the
 // completion queues itself before it blocks (rsockets' polling_time); 0
-// blocks at once. Longer polls trade CPU for latency.
-func WithPollTime(d time.Duration) Option { return func(c *config) { c.pollTime = d } }
+// (or less) blocks at once. Longer polls trade CPU for latency where
+// completions come from the device or the kernel. The default is
+// DefaultPollTime on the kernel fabric and 0 on others.
+func WithPollTime(d time.Duration) Option { return func(c *config) { c.pollTime = max(d, 0) } }
