@@ -129,6 +129,7 @@ type rcPath struct {
 	rxMSN  [3]uint32 // next MSN expected per queue number
 	rcv    rxRecv
 	wr     rxWrite
+	dx     *rxDirect           // the FPDU placed directly; made on first use
 	rrOn   bool                // a Read Response is being placed (ORQ head)
 	rrDone int                 // bytes of it placed
 	irq    ring.Ring[irqEntry] // grown on demand up to ird entries
@@ -300,6 +301,9 @@ func (p *rcPath) detachQP(q *rcQP) {
 	}
 	p.qp = nil
 	p.rcv, p.wr, p.rrOn = rxRecv{}, rxWrite{}, false
+	if d := p.dx; d != nil {
+		d.on, d.dst, d.m = false, nil, nil
+	}
 	p.irq.Clear()
 	p.orq.Clear()
 	if p.cur.kind == txSlot || p.cur.kind == txIRQ {
