@@ -9,6 +9,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
+	"github.com/cmrt/cmrt/poll"
 )
 
 // Direct placement (rc_rx.go): the payload of a long Send or Write FPDU
@@ -349,4 +350,114 @@ func FuzzRCReceiveDirect(f *testing.F) {
 			}
 		}
 	})
+}
+
+// collect reads what the connection sends the peer, letting the
+// connection write more each time the peer made room (the loop's EPOLLOUT
+// report, made by hand), until want bytes came or nothing moves.
+func (fc *fuzzConn) collect(tb testing.TB, want int) []byte {
+	tb.Helper()
+	var got []byte
+	buf := make([]byte, 64<<10)
+	for idle := 0; len(got) < want && idle < 100; {
+		n, err := unix.Read(fc.peer, buf)
+		if n > 0 {
+			got = append(got, buf[:n]...)
+			idle = 0
+		} else if err != nil && err != unix.EAGAIN {
+			tb.Fatal(err)
+		} else {
+			idle++
+		}
+		fc.c.onEvents(poll.Out)
+	}
+	return got
+}
+
+// TestRCDirectSend: long Sends and Writes go out as FPDUs built around
+// the region's bytes, without passing through the connection's tx buffer
+// when the socket takes them whole (before, every byte was copied into tx
+// first), and intact when it does not (what is left is kept in tx from an
+// FPDU's start): every FPDU parses with its CRC, carries the right
+// header, pad and payload, and the sends complete.
+func TestRCDirectSend(t *testing.T) {
+	const size = 300 << 10 // several FPDUs, more than one writev batch
+	for _, crc := range []bool{false, true} {
+		for _, sndbuf := range []int{4 << 20, 8 << 10} {
+			name := "roomy"
+			if sndbuf < size {
+				name = "stalling"
+			}
+			if crc {
+				name += "/crc"
+			}
+			t.Run(name, func(t *testing.T) {
+				fc := newFuzzConnSized(t, crc, directBase)
+				defer fc.close()
+				for _, fd := range []int{fc.c.fd, fc.peer} {
+					_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, sndbuf)
+					_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, sndbuf)
+				}
+				fc.c.dp.maxUntag, fc.c.dp.maxTagged = 65000-iwarp.UntaggedHeaderLen-2, 65000-iwarp.TaggedHeaderLen-1
+				src := pattern(size+3, 7)
+				m, err := fc.qp.RegMR(src, fabric.AccessLocalWrite)
+				if err != nil {
+					t.Fatal(err)
+				}
+				wrs := []fabric.SendWR{
+					{WRID: 1, Opcode: fabric.WRSend, Buf: src[:size], MR: m, Flags: fabric.SendSignaled},
+					{WRID: 2, Opcode: fabric.WRWrite, Buf: src[3:], MR: m, RKey: 0x1234, RemoteAddr: 0x1000, Flags: fabric.SendSignaled},
+				}
+				for k := range wrs {
+					if err := fc.qp.PostSend(&wrs[k]); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if sndbuf > size && cap(fc.c.dp.tx) != 0 {
+					t.Fatalf("a socket with room for everything, and %d bytes of tx allocated", cap(fc.c.dp.tx))
+				}
+				if sndbuf < size && !fc.c.out {
+					t.Fatal("the socket never filled")
+				}
+				got := fc.collect(t, 2*size+1000)
+				var send, write []byte
+				for len(got) > 0 {
+					u, n, err := iwarp.ParseFPDU(got, crc)
+					if err != nil {
+						t.Fatalf("FPDU at %d bytes from the end: %v", len(got), err)
+					}
+					if pad := got[iwarp.LengthFieldLen+len(u) : n-iwarp.CRCLen]; !bytes.Equal(pad, make([]byte, len(pad))) {
+						t.Fatalf("pad % x", pad)
+					}
+					got = got[n:]
+					var h iwarp.Header
+					p, err := iwarp.ParseULPDU(u, &h)
+					if err != nil {
+						t.Fatal(err)
+					}
+					switch h.Op {
+					case iwarp.OpSend:
+						if h.MSN != 1 || int(h.MO) != len(send) || h.Last != (len(send)+len(p) == size) {
+							t.Fatalf("Send FPDU %+v after %d bytes", h, len(send))
+						}
+						send = append(send, p...)
+					case iwarp.OpWrite:
+						if h.STag != 0x1234 || h.TO != 0x1000+uint64(len(write)) || h.Last != (len(write)+len(p) == size) {
+							t.Fatalf("Write FPDU %+v after %d bytes", h, len(write))
+						}
+						write = append(write, p...)
+					default:
+						t.Fatalf("opcode %v", h.Op)
+					}
+				}
+				if !bytes.Equal(send, src[:size]) || !bytes.Equal(write, src[3:]) {
+					t.Fatalf("payloads: Send %d bytes, Write %d bytes, not the region's", len(send), len(write))
+				}
+				var wc [3]fabric.WC
+				if n := fc.qp.scq.Poll(wc[:]); n != 2 || wc[0].WRID != 1 || wc[1].WRID != 2 || wc[0].Status != fabric.WCSuccess || wc[1].Status != fabric.WCSuccess {
+					t.Fatalf("send completions %+v", wc[:n])
+				}
+			})
+		}
+	}
 }
