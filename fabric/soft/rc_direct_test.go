@@ -16,9 +16,9 @@ import (
 // lands in its destination as it arrives, not through the deframer.
 
 // directBase sizes newFuzzConnSized's regions for these tests: region 0
-// is 32 KiB with an 8 KiB receive (WRID 0), region 1 64 KiB, remotely
-// writable, with a 16 KiB receive (WRID 1).
-const directBase = 32 << 10
+// is 256 KiB with a 64 KiB receive (WRID 0), region 1 512 KiB, remotely
+// writable, with a 128 KiB receive (WRID 1).
+const directBase = 256 << 10
 
 // pattern returns n bytes that differ from their neighbours and from a
 // zeroed buffer.
@@ -103,8 +103,9 @@ func (fc *fuzzConn) peerTerminate(tb testing.TB) (*iwarp.Terminate, []byte) {
 // end every byte is in place, the Send completes, and the connection is in
 // RTS with nothing pending.
 func TestRCDirectPlacement(t *testing.T) {
-	const sendLen = 8 << 10
-	w1, w2 := pattern(30000, 1), pattern(20000, 2)
+	const sendLen = directMin + 8<<10
+	w1, w2 := pattern(directMin+10000, 1), pattern(20000, 2)
+	f1 := iwarp.FPDULen(iwarp.TaggedHeaderLen + len(w1)) // the first Write FPDU
 	for _, crc := range []bool{false, true} {
 		send := FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, pattern(sendLen, 3), crc)
 		for _, tc := range []struct {
@@ -151,7 +152,7 @@ func TestRCDirectPlacement(t *testing.T) {
 				}
 			})
 		}
-		for _, cut := range []int{16, 16 + 1, 16 + 5000, 2 + 14 + 30000 + 2 + 4 + 100, 2 + 14 + 30000 + 2} {
+		for _, cut := range []int{16, 16 + 1, 16 + 5000, f1 + 16 + 100, f1 - 2} {
 			name := "write/cut=" + strconv.Itoa(cut)
 			if crc {
 				name += "/crc"
@@ -192,7 +193,7 @@ func TestRCDirectPlacement(t *testing.T) {
 // after DeregMR returns), a bad STag or a receive too small found as the
 // header arrives (nothing lands at all).
 func TestRCDirectErrors(t *testing.T) {
-	const payload = 12 << 10
+	const payload = directMin + 8<<10
 	type tc struct {
 		name     string
 		crc      bool
@@ -201,6 +202,8 @@ func TestRCDirectErrors(t *testing.T) {
 		between  func(t *testing.T, fc *fuzzConn) // after the cut is handed over
 		term     iwarp.Terminate
 		untouch  int // index of the buffer that must hold none of the payload after the cut
+		from     int // from this offset on
+		at       int // where the offending FPDU starts in the stream
 		recvFail bool
 	}
 	writeTo := func(stag uint32, to uint64) func(fc *fuzzConn) []byte {
@@ -212,7 +215,7 @@ func TestRCDirectErrors(t *testing.T) {
 		{
 			name: "crc", crc: true, cut: 100, untouch: -1, recvFail: true,
 			stream: func(fc *fuzzConn) []byte {
-				b := FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, pattern(payload/2, 4), true)
+				b := FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, pattern(payload, 4), true)
 				b[5000] ^= 0x40
 				return b
 			},
@@ -250,9 +253,12 @@ func TestRCDirectErrors(t *testing.T) {
 			term: termTBounds,
 		},
 		{
-			name: "recv-too-small", cut: 1000, untouch: 0, recvFail: true,
+			// The second FPDU of a Send overflows the 64 KiB receive.
+			name: "recv-too-small", cut: iwarp.FPDULen(iwarp.UntaggedHeaderLen+payload) + 1000, untouch: 0, from: payload, recvFail: true,
+			at: iwarp.FPDULen(iwarp.UntaggedHeaderLen + payload),
 			stream: func(fc *fuzzConn) []byte {
-				return FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, pattern(payload, 5), false)
+				return append(FPDU(iwarp.Header{Op: iwarp.OpSend, MSN: 1}, pattern(payload, 5), false),
+					FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1, MO: payload}, pattern(payload, 6), false)...)
 			},
 			term: termUTNoBuf,
 		},
@@ -273,8 +279,8 @@ func TestRCDirectErrors(t *testing.T) {
 				t.Fatal("the connection is still in RTS")
 			}
 			if c.untouch >= 0 {
-				if k := bytes.IndexFunc(fc.bufs[c.untouch], func(r rune) bool { return r != 0 }); k >= 0 {
-					t.Fatalf("payload landed in buffer %d at %d", c.untouch, k)
+				if k := bytes.IndexFunc(fc.bufs[c.untouch][c.from:], func(r rune) bool { return r != 0 }); k >= 0 {
+					t.Fatalf("payload landed in buffer %d at %d", c.untouch, c.from+k)
 				}
 			}
 			term, att := fc.peerTerminate(t)
@@ -284,8 +290,8 @@ func TestRCDirectErrors(t *testing.T) {
 			// The header copy carries the ULPDU length the peer sent,
 			// although only the FPDU's start was in when it was judged.
 			if term.M {
-				if len(att) < 2+iwarp.TaggedHeaderLen || !bytes.Equal(att, stream[:len(att)]) {
-					t.Fatalf("attached header % x, the FPDU starts % x", att, stream[:min(len(stream), len(att))])
+				if at := stream[c.at:]; len(att) < 2+iwarp.TaggedHeaderLen || !bytes.Equal(att, at[:len(att)]) {
+					t.Fatalf("attached header % x, the FPDU starts % x", att, at[:min(len(at), len(att))])
 				}
 			} else if c.term != iwarp.TerminateFor(iwarp.ErrCRC, nil) {
 				t.Fatal("no header copy attached")
@@ -310,12 +316,12 @@ func FuzzRCReceiveDirect(f *testing.F) {
 	probe := newFuzzConnSized(f, false, directBase)
 	wm := probe.mrs[1]
 	probe.close()
-	send := FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, pattern(6000, 1), false)
-	write := append(FPDU(iwarp.Header{Op: iwarp.OpWrite, STag: wm.RKey(), TO: wm.Addr()}, pattern(9000, 2), false),
-		FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr() + 9000}, pattern(5000, 3), false)...)
+	send := FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, pattern(directMin+6000, 1), false)
+	write := append(FPDU(iwarp.Header{Op: iwarp.OpWrite, STag: wm.RKey(), TO: wm.Addr()}, pattern(directMin+9000, 2), false),
+		FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: wm.RKey(), TO: wm.Addr() + directMin + 9000}, pattern(5000, 3), false)...)
 	f.Add(false, uint16(40), send)
 	f.Add(false, uint16(300), append(write, send...))
-	f.Add(true, uint16(300), FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, pattern(7000, 4), true))
+	f.Add(true, uint16(300), FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, pattern(directMin+7000, 4), true))
 	f.Fuzz(func(t *testing.T, crc bool, split uint16, data []byte) {
 		k := min(int(split), len(data))
 		a, b := newFuzzConnSized(t, crc, directBase), newFuzzConnSized(t, crc, directBase)
