@@ -258,7 +258,7 @@ func TestRCDirectErrors(t *testing.T) {
 			at: iwarp.FPDULen(iwarp.UntaggedHeaderLen + payload),
 			stream: func(fc *fuzzConn) []byte {
 				return append(FPDU(iwarp.Header{Op: iwarp.OpSend, MSN: 1}, pattern(payload, 5), false),
-					FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1, MO: payload}, pattern(payload, 6), false)...)
+					FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1, MO: payload}, pattern(64<<10-payload+1000, 6), false)...)
 			},
 			term: termUTNoBuf,
 		},

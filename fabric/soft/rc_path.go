@@ -469,7 +469,7 @@ const (
 	// messages are copied into tx and go out many to a write(2): a
 	// stream of 4 KiB messages sent directly, one writev each until the
 	// batch filled, ran at a third of the rate.
-	txDirectMin = 32 << 10
+	txDirectMin = 16 << 10
 	// txDirectFPDUs bounds the FPDUs of one direct writev.
 	txDirectFPDUs = 16
 )
