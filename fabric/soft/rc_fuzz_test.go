@@ -28,7 +28,11 @@ type fuzzConn struct {
 // name them.
 var fuzzSTagKey = []byte("cmrt fuzz stags!")
 
-func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
+func newFuzzConn(tb testing.TB, crc bool) *fuzzConn { return newFuzzConnSized(tb, crc, 256) }
+
+// newFuzzConnSized is newFuzzConn with regions of base<<k bytes (k = 0..3)
+// and receives of a quarter of that.
+func newFuzzConnSized(tb testing.TB, crc bool, base int) *fuzzConn {
 	f := New()
 	src, err := f.Open()
 	if err != nil {
@@ -63,7 +67,7 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 		tb.Fatal(err)
 	}
 	for k, a := range []fabric.Access{fabric.AccessLocalWrite, fabric.AccessLocalWrite | fabric.AccessRemoteWrite, fabric.AccessRemoteRead, fabric.AccessLocalWrite | fabric.AccessRemoteRead | fabric.AccessRemoteWrite} {
-		b := make([]byte, 256<<k)
+		b := make([]byte, base<<k)
 		fc.bufs = append(fc.bufs, b)
 		m, err := fc.qp.RegMR(b, a)
 		if err != nil {
@@ -71,7 +75,7 @@ func newFuzzConn(tb testing.TB, crc bool) *fuzzConn {
 		}
 		fc.mrs = append(fc.mrs, m)
 		if a&fabric.AccessLocalWrite != 0 {
-			_ = fc.qp.PostRecv(&fabric.RecvWR{WRID: uint64(k), Buf: b[:64<<k], MR: m})
+			_ = fc.qp.PostRecv(&fabric.RecvWR{WRID: uint64(k), Buf: b[:base/4<<k], MR: m})
 		}
 	}
 	_ = fc.qp.PostRecv(&fabric.RecvWR{WRID: 9})

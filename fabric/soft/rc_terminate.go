@@ -81,12 +81,18 @@ func (p *rcPath) rxTerminate(h *iwarp.Header, attached []byte) {
 
 // terminate sends a Terminate for a protocol or protection error in u (nil
 // when there is no ULPDU) and closes the connection.
-func (p *rcPath) terminate(t iwarp.Terminate, u []byte, why error) {
+func (p *rcPath) terminate(t iwarp.Terminate, u []byte, why error) { p.terminateAt(t, u, len(u), why) }
+
+// terminateAt is terminate for a ULPDU of ulen bytes of which u holds the
+// start (its header at least): an FPDU placed directly is judged on its
+// header, before the rest is in. The Terminate's copy of the header
+// carries ulen, the length the peer sent.
+func (p *rcPath) terminateAt(t iwarp.Terminate, u []byte, ulen int, why error) {
 	var att []byte
 	if len(u) >= iwarp.ControlLen {
 		if hl := iwarp.Opcode(u[1] & 0x0f).HeaderLen(); hl > 0 && len(u) >= hl {
 			// A copy of the offending header, from its MPA length field.
-			att = binary.BigEndian.AppendUint16(make([]byte, 0, 2+hl), uint16(len(u)))
+			att = binary.BigEndian.AppendUint16(make([]byte, 0, 2+hl), uint16(ulen))
 			att = append(att, u[:hl]...)
 			t.M = true
 			t.D = t.Layer == iwarp.LayerDDP

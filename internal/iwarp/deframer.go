@@ -96,6 +96,30 @@ func (d *Deframer) Commit(n int) error {
 	return nil
 }
 
+// Peek returns the bytes written and not yet consumed, starting with the
+// next FPDU's length field: a caller that places a long FPDU's payload
+// itself reads its header here (see Discard). The slice aliases the
+// internal buffer and stays valid until the next Write, WriteSpace,
+// Discard or Reset.
+func (d *Deframer) Peek() []byte { return d.buf[d.off:] }
+
+// Discard consumes the first n buffered bytes, as if they had been parsed:
+// a caller that took over an FPDU from its header on (Peek) discards what
+// it took, and later the pad and CRC that end the FPDU. It returns
+// ErrCommit, consuming nothing, if fewer than n bytes are buffered, and
+// the stopping error if the Deframer has stopped.
+func (d *Deframer) Discard(n int) error {
+	d.space = 0
+	if d.err != nil {
+		return d.err
+	}
+	if n < 0 || n > len(d.buf)-d.off {
+		return ErrCommit
+	}
+	d.off += n
+	return nil
+}
+
 // Next returns the ULPDU of the next complete FPDU, or ErrShort if no
 // complete FPDU is buffered. The ULPDU aliases the internal buffer and
 // stays valid until the next Write, WriteSpace or Reset, so a caller may

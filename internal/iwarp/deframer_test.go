@@ -2,6 +2,7 @@ package iwarp
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 )
 
@@ -210,5 +211,44 @@ func TestDeframerDoesNotAllocate(t *testing.T) {
 	}
 	if d.Err() != nil || d.Buffered() != 0 {
 		t.Errorf("after max FPDUs: Err %v, Buffered %d", d.Err(), d.Buffered())
+	}
+}
+
+// TestDeframerPeekDiscard: a caller that takes an FPDU over from its header
+// (Peek) and Discards what it took finds the next FPDU whole; Discard
+// refuses more than is buffered, consuming nothing.
+func TestDeframerPeekDiscard(t *testing.T) {
+	stream, ulpdus := goldenStream()
+	first := FPDULen(len(ulpdus[0]))
+	var d Deframer
+	if _, err := d.Write(stream[:first+3]); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.Peek(); !bytes.Equal(got, stream[:first+3]) {
+		t.Fatalf("Peek % x", got)
+	}
+	if err := d.Discard(first + 4); !errors.Is(err, ErrCommit) {
+		t.Fatalf("Discard beyond the buffer: %v", err)
+	}
+	if err := d.Discard(first); err != nil {
+		t.Fatal(err)
+	}
+	if d.Buffered() != 3 {
+		t.Fatalf("%d bytes buffered", d.Buffered())
+	}
+	if _, err := d.Write(stream[first+3:]); err != nil {
+		t.Fatal(err)
+	}
+	equalULPDUs(t, drain(t, &d), ulpdus[1:])
+}
+
+// TestCRC32cUpdate: the CRC of an FPDU summed piece by piece is the CRC of
+// the whole.
+func TestCRC32cUpdate(t *testing.T) {
+	b := []byte("an FPDU whose bytes arrive in pieces, some long and some short")
+	for cut := range len(b) + 1 {
+		if got, want := CRC32cUpdate(CRC32cUpdate(0, b[:cut]), b[cut:]), CRC32c(b); got != want {
+			t.Fatalf("cut %d: %#x, want %#x", cut, got, want)
+		}
 	}
 }

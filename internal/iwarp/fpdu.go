@@ -47,6 +47,12 @@ func FPDULen(ulpduLen int) int {
 // stored little-endian.
 func CRC32c(b []byte) uint32 { return crc32.Checksum(b, castagnoli) }
 
+// CRC32cUpdate returns the CRC32c of the bytes summed in crc followed by
+// b: CRC32cUpdate(CRC32c(a), b) == CRC32c(append(a, b...)), and
+// CRC32cUpdate(0, b) == CRC32c(b). It checks an FPDU whose bytes arrive
+// in pieces.
+func CRC32cUpdate(crc uint32, b []byte) uint32 { return crc32.Update(crc, castagnoli, b) }
+
 // AppendFPDU appends one FPDU to dst whose ULPDU is hdr followed by
 // payload, so a DDP/RDMAP header and a payload need not be joined first.
 // With crc set the CRC field holds the CRC32c of the FPDU, otherwise zero.
