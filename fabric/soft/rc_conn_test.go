@@ -23,3 +23,13 @@ func TestEndpointSize(t *testing.T) {
 		t.Fatalf("endpoint is %d bytes, want at most 224", n)
 	}
 }
+
+// TestRCPathSize: every connection in RTS has a data path, QP or not, which
+// must stay within the 512-byte allocation size class (the Read queues and
+// a header scratch buffer, used by few connections or only for a moment,
+// and flags spread between wider fields put it in the 768-byte class).
+func TestRCPathSize(t *testing.T) {
+	if n := unsafe.Sizeof(rcPath{}); n > 512 {
+		t.Fatalf("rcPath is %d bytes, want at most 512", n)
+	}
+}

@@ -42,12 +42,12 @@ const (
 // txMsg is the RDMAP message being cut into FPDUs.
 type txMsg struct {
 	kind    txKind
-	slot    *sendSlot
 	op      iwarp.Opcode
+	stag    uint32 // tagged: sink STag
+	slot    *sendSlot
 	payload []byte
 	reg     *mr // the region payload lies in (nil: inline or empty)
 	off     int
-	stag    uint32 // tagged: sink STag
 	to      uint64 // tagged: TO of payload[0]
 	msn     uint32 // untagged
 	inval   uint32 // Send with Invalidate: the peer's STag to invalidate
@@ -74,20 +74,20 @@ type irqEntry struct {
 // rxRecv is the receive being filled by an inbound Send.
 type rxRecv struct {
 	active    bool
+	solicited bool
+	inval     bool            // a Send with Invalidate
+	status    fabric.WCStatus // set when the Send fails it
+	invalSTag uint32          // its STag, from the first segment
 	wr        fabric.RecvWR
 	m         *mr
 	placed    int
-	solicited bool
-	inval     bool            // a Send with Invalidate
-	invalSTag uint32          // its STag, from the first segment
-	status    fabric.WCStatus // set when the Send fails it
 }
 
 // rxWrite is an inbound RDMA Write in progress.
 type rxWrite struct {
 	active bool
-	m      *mr
 	stag   uint32
+	m      *mr
 	to     uint64 // next TO expected
 }
 
@@ -97,55 +97,89 @@ type rxWrite struct {
 // happens on the loop; sending on the loop, or on the goroutine that posts
 // a send when it finds the connection idle (post).
 type rcPath struct {
-	c    *conn
-	qp   *rcQP
-	dead bool
+	c        *conn
+	qp       *rcQP
+	kickFn   func()       // the kick task, made once
+	lastPost atomic.Int64 // monoNow at the end of the last post: bursts go to the loop
+	timer    *time.Timer
+	dx       *rxDirect // the FPDU placed directly; made on first use
+	txd      *txDirect // writev state of sendDirect; made on first use
+	// rd holds the queues of RDMA Reads, made by the first Read either way
+	// (reads): most connections never carry one, and an idle connection's
+	// path is most of its memory.
+	rd *rcReads
 
+	kicked atomic.Bool   // a kick task is queued or running on the loop
+	posts  atomic.Uint32 // counts posts, so a kick sees those during its pump
+	burst  atomic.Int32  // posts of the current burst
+
+	// The fields are ordered for size (TestRCPathSize): flags together,
+	// limits in 32 bits.
+	maxUntag  int32 // payload per Send FPDU
+	maxTagged int32 // payload per Write / Read Response FPDU
+	ord       int32 // Reads we may have outstanding (peer's IRD, ours)
+	ird       int32 // the negotiated IRD: Read Requests the peer may have outstanding
+
+	dead bool
 	// posting is set while a poster's goroutine runs pump: what would
 	// close the connection is then left to the loop (kick).
-	posting  bool
-	bail     bool          // emit found work for the loop only: pump stops and kicks
-	kicked   atomic.Bool   // a kick task is queued or running on the loop
-	posts    atomic.Uint32 // counts posts, so a kick sees those during its pump
-	kickFn   func()        // the kick task, made once
-	lastPost atomic.Int64  // monoNow at the end of the last post: bursts go to the loop
-	burst    atomic.Int32  // posts of the current burst
-
-	crc       bool
-	maxUntag  int // payload per Send FPDU
-	maxTagged int // payload per Write / Read Response FPDU
-	ord       int // Reads we may have outstanding (peer's IRD, ours)
+	posting bool
+	bail    bool // emit found work for the loop only: pump stops and kicks
+	crc     bool
 
 	// Connection start.
 	hold    bool // responder: no FPDU out before the initiator's first
 	waitRTR bool // P2P responder: ESTABLISHED when the RTR arrives
 	rtr     RTR  // P2P initiator: the RTR still to send
+	firstRx bool
 	// rtrRepeats counts the RTRs a P2P initiator repeated (repeatRTR).
-	rtrRepeats int
-	timer      *time.Timer
-	firstRx    bool
+	rtrRepeats uint8
+	rrOn       bool // a Read Response is being placed (the head of rd.orq)
 
 	// Receive side.
-	df     iwarp.Deframer
-	hdr    iwarp.Header
-	rxMSN  [3]uint32 // next MSN expected per queue number
-	rcv    rxRecv
-	wr     rxWrite
-	dx     *rxDirect           // the FPDU placed directly; made on first use
-	rrOn   bool                // a Read Response is being placed (ORQ head)
-	rrDone int                 // bytes of it placed
-	irq    ring.Ring[irqEntry] // grown on demand up to ird entries
-	ird    int                 // the negotiated IRD: Read Requests the peer may have outstanding
+	df    iwarp.Deframer
+	hdr   iwarp.Header
+	rxMSN [3]uint32 // next MSN expected per queue number
+	rcv   rxRecv
+	wr    rxWrite
 
 	// Send side.
-	txd     *txDirect // writev state of sendDirect; made on first use
-	tx      []byte    // FPDUs built, tx[txOff:] not yet written
-	txOff   int
-	txBase  uint64 // stream position of tx[0]
-	txMSN   [3]uint32
-	cur     txMsg
-	orq     ring.Ring[orqEntry] // grown on demand up to ord+1 entries (an RTR Read)
-	scratch [iwarp.ReadRequestLen + iwarp.LengthFieldLen]byte
+	txMSN  [3]uint32
+	tx     []byte // FPDUs built, tx[txOff:] not yet written
+	txOff  int
+	txBase uint64 // stream position of tx[0]
+	cur    txMsg
+}
+
+// rcReads is the Read state of a data path that has seen a Read (or sent
+// a Read RTR). Guarded by c.mu like the path.
+type rcReads struct {
+	irq    ring.Ring[irqEntry] // peer's Reads to answer, grown on demand up to ird entries
+	orq    ring.Ring[orqEntry] // our Reads in flight, grown on demand up to ord+1 (an RTR Read)
+	rrDone int                 // bytes placed of the Read Response at orq's head (rrOn)
+}
+
+// reads returns the path's Read state, made on first use.
+func (p *rcPath) reads() *rcReads {
+	if p.rd == nil {
+		p.rd = &rcReads{irq: ring.New[irqEntry](0, int(p.ird)), orq: ring.New[orqEntry](0, int(p.ord)+1)}
+	}
+	return p.rd
+}
+
+// irqLen and orqLen are the lengths of the Read queues, 0 before the first Read.
+func (p *rcPath) irqLen() int {
+	if p.rd == nil {
+		return 0
+	}
+	return p.rd.irq.Len()
+}
+
+func (p *rcPath) orqLen() int {
+	if p.rd == nil {
+		return 0
+	}
+	return p.rd.orq.Len()
 }
 
 // startDataPath creates the connection's data path as it enters RTS and
@@ -157,8 +191,7 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 	// The Read queues grow on demand (up to IRD and ORD+1, the +1 for a Read
 	// RTR): most connections never issue a Read, and preallocating up to
 	// 129 entries each made them most of a connection's memory.
-	p := &rcPath{c: c, crc: c.crc, ord: max(int(c.ord), 1), ird: max(int(c.ird), 1), rtr: rtr}
-	p.irq, p.orq = ring.New[irqEntry](0, p.ird), ring.New[orqEntry](0, p.ord+1)
+	p := &rcPath{c: c, crc: c.crc, ord: max(int32(c.ord), 1), ird: max(int32(c.ird), 1), rtr: rtr}
 	p.kickFn = p.runKick
 	p.df.SetCRC(c.crc)
 	for k := range p.rxMSN {
@@ -168,8 +201,8 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 	if err != nil || mss <= 0 {
 		mss = defaultMSS
 	}
-	p.maxUntag = max(iwarp.MaxPayload(mss, iwarp.OpSend), 64)
-	p.maxTagged = max(iwarp.MaxPayload(mss, iwarp.OpWrite), 64)
+	p.maxUntag = int32(max(iwarp.MaxPayload(mss, iwarp.OpSend), 64))
+	p.maxTagged = int32(max(iwarp.MaxPayload(mss, iwarp.OpWrite), 64))
 	c.dp = p
 	if passive {
 		switch hold := c.f.opts.rc.responderHold(); {
@@ -307,8 +340,10 @@ func (p *rcPath) detachQP(q *rcQP) {
 	if d := p.dx; d != nil {
 		d.on, d.dst, d.m = false, nil, nil
 	}
-	p.irq.Clear()
-	p.orq.Clear()
+	if r := p.rd; r != nil {
+		r.irq.Clear()
+		r.orq.Clear()
+	}
 	if p.cur.kind == txSlot || p.cur.kind == txIRQ {
 		p.cur = txMsg{}
 	}
@@ -319,7 +354,7 @@ func (p *rcPath) detachQP(q *rcQP) {
 
 // busy reports whether a message or Read involving the QP is under way.
 func (p *rcPath) busy() bool {
-	return p.rcv.active || p.wr.active || p.rrOn || p.irq.Len() > 0 || p.orq.Len() > 0 ||
+	return p.rcv.active || p.wr.active || p.rrOn || p.irqLen() > 0 || p.orqLen() > 0 ||
 		p.cur.kind == txSlot || p.cur.kind == txIRQ
 }
 
@@ -535,7 +570,7 @@ func (p *rcPath) sendDirect() bool {
 			case txSlot:
 				m.slot.endPos = p.txBase + uint64(total)
 			case txIRQ:
-				p.irq.PopFront()
+				p.rd.irq.PopFront()
 			}
 			*m = txMsg{}
 		}
@@ -584,9 +619,9 @@ func (p *rcPath) sendDirect() bool {
 // maxSeg is the payload of a full FPDU of op.
 func (p *rcPath) maxSeg(op iwarp.Opcode) int {
 	if op.Tagged() {
-		return p.maxTagged
+		return int(p.maxTagged)
 	}
-	return p.maxUntag
+	return int(p.maxUntag)
 }
 
 // written is the stream position up to which TCP has taken our bytes.
@@ -643,7 +678,7 @@ func (p *rcPath) next() bool {
 		p.rtr = 0
 		return true
 	}
-	if e := p.irq.Front(); e != nil {
+	if e := p.irqFront(); e != nil {
 		*m = txMsg{kind: txIRQ, op: iwarp.OpReadResponse, payload: e.src, reg: e.m, stag: e.sinkSTag, to: e.sinkTO}
 		return true
 	}
@@ -658,7 +693,7 @@ func (p *rcPath) next() bool {
 			return false
 		}
 		s := q.sq.at(q.sqCur)
-		if s.wr.Opcode == fabric.WRRead && p.orq.Len() >= p.ord {
+		if s.wr.Opcode == fabric.WRRead && p.orqLen() >= int(p.ord) {
 			q.mu.Unlock()
 			return false
 		}
@@ -703,7 +738,15 @@ func (p *rcPath) next() bool {
 
 // pushORQ queues a Read we sent. The caller keeps the queue within ord
 // (and the RTR's Read): the ring's bound is never reached.
-func (p *rcPath) pushORQ(e orqEntry) { p.orq.Push(e) }
+func (p *rcPath) pushORQ(e orqEntry) { p.reads().orq.Push(e) }
+
+// irqFront is the oldest Read to answer, nil if none.
+func (p *rcPath) irqFront() *irqEntry {
+	if p.rd == nil {
+		return nil
+	}
+	return p.rd.irq.Front()
+}
 
 // emit appends the next FPDU of the current message to tx. The payload's
 // region is checked right before its bytes are copied: a region
@@ -724,17 +767,18 @@ func (p *rcPath) emit() {
 	case m.op == iwarp.OpReadRequest:
 		h.MSN, h.Read, h.Last = m.msn, m.read, true
 	case m.op.Tagged():
-		n := min(p.maxTagged, len(m.payload)-m.off)
+		n := min(int(p.maxTagged), len(m.payload)-m.off)
 		seg = m.payload[m.off : m.off+n]
 		h.STag, h.TO = m.stag, m.to+uint64(m.off)
 	default:
-		n := min(p.maxUntag, len(m.payload)-m.off)
+		n := min(int(p.maxUntag), len(m.payload)-m.off)
 		seg = m.payload[m.off : m.off+n]
 		h.MSN, h.MO, h.InvalSTag = m.msn, uint32(m.off), m.inval
 	}
 	m.off += len(seg)
 	h.Last = h.Last || m.off == len(m.payload)
-	hdr, _ := iwarp.AppendHeader(p.scratch[:0], &h)
+	var scratch [iwarp.ReadRequestLen + iwarp.LengthFieldLen]byte // on the stack: the header is copied into tx
+	hdr, _ := iwarp.AppendHeader(scratch[:0], &h)
 	p.tx, _ = iwarp.AppendFPDU(p.tx, hdr, seg, p.crc)
 	if !h.Last {
 		return
@@ -744,7 +788,7 @@ func (p *rcPath) emit() {
 	case txSlot:
 		m.slot.endPos = p.txBase + uint64(len(p.tx))
 	case txIRQ:
-		p.irq.PopFront()
+		p.rd.irq.PopFront()
 	}
 	*m = txMsg{}
 }
@@ -772,8 +816,8 @@ func (p *rcPath) abort(why error, st fabric.WCStatus) {
 	if p.dead {
 		return
 	}
-	if e := p.orq.Front(); e != nil {
-		if e.slot != nil && !e.slot.done {
+	if p.rd != nil {
+		if e := p.rd.orq.Front(); e != nil && e.slot != nil && !e.slot.done {
 			e.slot.done, e.slot.status = true, st
 		}
 	}

@@ -571,7 +571,7 @@ func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
 	case h.MSN != p.rxMSN[iwarp.QNReadRequest]:
 		p.terminate(termUTMSNRange, u, errMSN)
 		return
-	case p.irq.Len() >= p.ird:
+	case p.irqLen() >= int(p.ird):
 		p.terminate(termIRD, u, errIRD)
 		return
 	}
@@ -595,7 +595,7 @@ func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
 			return
 		}
 	}
-	p.irq.Push(irqEntry{sinkSTag: r.SinkSTag, sinkTO: r.SinkTO, src: src, m: m})
+	p.reads().irq.Push(irqEntry{sinkSTag: r.SinkSTag, sinkTO: r.SinkTO, src: src, m: m})
 }
 
 func (p *rcPath) rxReadResponse(h *iwarp.Header, payload, u []byte) {
@@ -604,20 +604,21 @@ func (p *rcPath) rxReadResponse(h *iwarp.Header, payload, u []byte) {
 		return
 	}
 	if !p.rrOn {
-		if p.orq.Len() == 0 {
+		if p.orqLen() == 0 {
 			p.terminate(termDDPCatastro, u, errNoRead)
 			return
 		}
-		p.rrOn, p.rrDone = true, 0
+		p.rrOn, p.rd.rrDone = true, 0
 	}
-	e := p.orq.Front()
+	rd := p.rd
+	e := rd.orq.Front()
 	switch {
 	case h.STag != e.sinkSTag:
 		p.terminate(termTSTag, u, errSTag)
 		return
-	case h.TO != e.sinkTO+uint64(p.rrDone),
-		len(payload) > len(e.dst)-p.rrDone,
-		h.Last && p.rrDone+len(payload) != len(e.dst):
+	case h.TO != e.sinkTO+uint64(rd.rrDone),
+		len(payload) > len(e.dst)-rd.rrDone,
+		h.Last && rd.rrDone+len(payload) != len(e.dst):
 		p.terminate(termTBounds, u, errBounds)
 		return
 	case len(payload) > 0 && !e.m.valid.Load():
@@ -625,14 +626,14 @@ func (p *rcPath) rxReadResponse(h *iwarp.Header, payload, u []byte) {
 		p.terminate(termTSTag, u, errRegionGone)
 		return
 	}
-	p.rrDone += copy(e.dst[p.rrDone:], payload)
+	rd.rrDone += copy(e.dst[rd.rrDone:], payload)
 	if !h.Last {
 		return
 	}
 	if e.slot != nil {
 		e.slot.done, e.slot.status = true, fabric.WCSuccess
 	}
-	p.orq.PopFront()
+	rd.orq.PopFront()
 	p.rrOn = false
 	p.completeSends()
 }

@@ -109,7 +109,8 @@ func (p *rcPath) terminateAt(t iwarp.Terminate, u []byte, ulen int, why error) {
 	p.tx = p.tx[:end]
 	h := iwarp.Header{Op: iwarp.OpTerminate, Last: true, MSN: p.txMSN[iwarp.QNTerminate], Term: t}
 	p.txMSN[iwarp.QNTerminate]++
-	hdr, _ := iwarp.AppendHeader(p.scratch[:0], &h)
+	var scratch [iwarp.ReadRequestLen + iwarp.LengthFieldLen]byte // on the stack: the header is copied into tx
+	hdr, _ := iwarp.AppendHeader(scratch[:0], &h)
 	p.tx, _ = iwarp.AppendFPDU(p.tx, hdr, att, p.crc)
 	out := p.tx[p.txOff:]
 	p.abort(why, fabric.WCWRFlushErr)
