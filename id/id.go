@@ -24,36 +24,41 @@ type Channel interface {
 type ID struct {
 	uid     uint64
 	fabric  fabric.Fabric
-	ps      PortSpace
-	qpType  QPType
 	journal *journal.Journal
 	ref     entry // what the handle table points to: {id: the id itself}
 
-	mu        sync.Mutex
-	cond      *sync.Cond // on mu, signalled when completed grows; made by the first waiter (most ids have none)
+	// The one-byte fields share a word (TestIDSize): spread between the
+	// wider ones, their padding put an ID in the 288-byte class. ps and
+	// qpType are set at creation; state to finalized are guarded by mu, as
+	// are the fields after mu down to chNum.
+	ps        PortSpace
+	qpType    QPType
 	state     State
-	ch        Channel            // nil for a synchronous id
-	src       fabric.EventSource // ch's source, or the private one
 	sync      bool
-	ep        fabric.Endpoint
-	userCtx   any
-	event     *Event // the current event of a synchronous id
-	parent    uint64 // the listener's handle, for ids born from a request
-	reqIRD    uint8  // what the request asked for (responder resources)
-	reqORD    uint8  // and initiator depth
-	mcs       map[netip.Addr]*multicast
-	qp        QP
-	reqQP     *QPInitAttr // a CreateEP listener's: the QP GetRequest gives each request's id
+	reqIRD    uint8 // what the request asked for (responder resources)
+	reqORD    uint8 // and initiator depth
 	finalized bool
-	done      chan struct{} // Done's channel, made on demand; closed (or closedChan) once finalized
-	chNum     uint64        // src's channel number, stamped on journal records
+
+	mu      sync.Mutex
+	cond    *sync.Cond         // on mu, signalled when completed grows; made by the first waiter (most ids have none)
+	ch      Channel            // nil for a synchronous id
+	src     fabric.EventSource // ch's source, or the private one
+	ep      fabric.Endpoint
+	userCtx any
+	event   *Event // the current event of a synchronous id
+	parent  uint64 // the listener's handle, for ids born from a request
+	mcs     map[netip.Addr]*multicast
+	qp      QP
+	reqQP   *QPInitAttr   // a CreateEP listener's: the QP GetRequest gives each request's id
+	done    chan struct{} // Done's channel, made on demand; closed (or closedChan) once finalized
+	chNum   uint64        // src's channel number, stamped on journal records
 
 	destroyed atomic.Bool
-	reported  atomic.Uint64 // events delivered with this id as owner
-	completed atomic.Uint64 // of those, acknowledged
+	deferWait atomic.Bool   // a destroy waits for completion in the background
 	waiters   atomic.Int32  // goroutines waiting on cond
 	handling  atomic.Int32  // handlers running for events this id owns (Event.Handle)
-	deferWait atomic.Bool   // a destroy waits for completion in the background
+	reported  atomic.Uint64 // events delivered with this id as owner
+	completed atomic.Uint64 // of those, acknowledged
 	deferGoal atomic.Uint64
 }
 
