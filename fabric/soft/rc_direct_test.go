@@ -178,8 +178,8 @@ func TestRCDirectPlacement(t *testing.T) {
 				if got := fc.bufs[1][:len(want)]; !bytes.Equal(got, want) {
 					t.Fatal("the Write is not in the region")
 				}
-				if p := fc.c.dp; p.wr.active || (p.dx != nil && p.dx.on) || p.df.Buffered() != 0 {
-					t.Fatalf("pending after the Write: write %+v, %d bytes buffered", p.wr, p.df.Buffered())
+				if p := fc.c.dp; p.in == nil || p.in.wr.active || (p.dx != nil && p.dx.on) || p.df.Buffered() != 0 {
+					t.Fatalf("pending after the Write: inbound %+v, %d bytes buffered", p.in, p.df.Buffered())
 				}
 			})
 		}

@@ -108,6 +108,9 @@ type rcPath struct {
 	// (reads): most connections never carry one, and an idle connection's
 	// path is most of its memory.
 	rd *rcReads
+	// in holds the inbound message in progress, made by the first Send or
+	// Write with a payload (inbound).
+	in *rcRx
 
 	kicked atomic.Bool   // a kick task is queued or running on the loop
 	posts  atomic.Uint32 // counts posts, so a kick sees those during its pump
@@ -138,10 +141,7 @@ type rcPath struct {
 
 	// Receive side.
 	df    iwarp.Deframer
-	hdr   iwarp.Header
 	rxMSN [3]uint32 // next MSN expected per queue number
-	rcv   rxRecv
-	wr    rxWrite
 
 	// Send side.
 	txMSN  [3]uint32
@@ -149,6 +149,21 @@ type rcPath struct {
 	txOff  int
 	txBase uint64 // stream position of tx[0]
 	cur    txMsg
+}
+
+// rcRx is the inbound message state of a data path that has received a
+// Send or a Write with a payload. Guarded by c.mu like the path.
+type rcRx struct {
+	rcv rxRecv
+	wr  rxWrite
+}
+
+// inbound returns the path's inbound message state, made on first use.
+func (p *rcPath) inbound() *rcRx {
+	if p.in == nil {
+		p.in = new(rcRx)
+	}
+	return p.in
 }
 
 // rcReads is the Read state of a data path that has seen a Read (or sent
@@ -336,7 +351,10 @@ func (p *rcPath) detachQP(q *rcQP) {
 		p.terminate(termLocal, nil, errQPDestroyed)
 	}
 	p.qp = nil
-	p.rcv, p.wr, p.rrOn = rxRecv{}, rxWrite{}, false
+	if r := p.in; r != nil {
+		r.rcv, r.wr = rxRecv{}, rxWrite{}
+	}
+	p.rrOn = false
 	if d := p.dx; d != nil {
 		d.on, d.dst, d.m = false, nil, nil
 	}
@@ -354,7 +372,7 @@ func (p *rcPath) detachQP(q *rcQP) {
 
 // busy reports whether a message or Read involving the QP is under way.
 func (p *rcPath) busy() bool {
-	return p.rcv.active || p.wr.active || p.rrOn || p.irqLen() > 0 || p.orqLen() > 0 ||
+	return p.in != nil && (p.in.rcv.active || p.in.wr.active) || p.rrOn || p.irqLen() > 0 || p.orqLen() > 0 ||
 		p.cur.kind == txSlot || p.cur.kind == txIRQ
 }
 
@@ -837,7 +855,8 @@ func (p *rcPath) shutdown() {
 	p.dead = true
 	p.stopTimer()
 	if q := p.qp; q != nil {
-		if r := &p.rcv; r.active {
+		if r := p.in; r != nil && r.rcv.active {
+			r := &r.rcv
 			st := r.status
 			if st == fabric.WCSuccess {
 				st = fabric.WCWRFlushErr

@@ -248,13 +248,16 @@ func (p *rcPath) startDirect() {
 	var ok bool
 	if op == iwarp.OpWrite {
 		dst, ok = p.writeDst(&h, n, u)
-		m = p.wr.m
 	} else {
 		dst, ok = p.sendDst(&h, n, u)
-		m = p.rcv.m
 	}
 	if !ok {
 		return
+	}
+	if op == iwarp.OpWrite {
+		m = p.in.wr.m
+	} else {
+		m = p.in.rcv.m
 	}
 	d := p.dx
 	if d == nil {
@@ -368,7 +371,8 @@ func (p *rcPath) first() {
 
 // handle processes one ULPDU.
 func (p *rcPath) handle(u []byte) {
-	h := &p.hdr
+	var hdr iwarp.Header // on the stack: nothing keeps it past the ULPDU
+	h := &hdr
 	payload, err := iwarp.ParseULPDU(u, h)
 	if err != nil {
 		p.terminate(iwarp.TerminateFor(err, u), u, err)
@@ -406,7 +410,7 @@ func (p *rcPath) rxSend(h *iwarp.Header, payload, u []byte) {
 // stream.
 func (p *rcPath) sendDst(h *iwarp.Header, n int, u []byte) ([]byte, bool) {
 	ulen := h.Len() + n // the ULPDU's length: u may hold only its start
-	r := &p.rcv
+	r := &p.inbound().rcv
 	if !r.active {
 		switch {
 		case h.MSN != p.rxMSN[iwarp.QNSend]:
@@ -445,14 +449,14 @@ func (p *rcPath) sendDst(h *iwarp.Header, n int, u []byte) ([]byte, bool) {
 // sendRegionGone fails the receive being placed, whose region was
 // deregistered: nothing more lands in it.
 func (p *rcPath) sendRegionGone(u []byte, ulen int) {
-	p.rcv.status = fabric.WCLocProtErr
+	p.inbound().rcv.status = fabric.WCLocProtErr
 	p.terminateAt(termDDPCatastro, u, ulen, errRegionGone)
 }
 
 // sendDone accounts for the n payload bytes of a Send FPDU placed at
 // sendDst, and completes the receive on the message's last FPDU.
 func (p *rcPath) sendDone(h *iwarp.Header, n int, u []byte) {
-	r := &p.rcv
+	r := &p.in.rcv
 	r.placed += n
 	if !h.Last {
 		return
@@ -516,15 +520,15 @@ func (p *rcPath) rxWrite(h *iwarp.Header, payload, u []byte) {
 // nothing: false, without a Terminate.
 func (p *rcPath) writeDst(h *iwarp.Header, n int, u []byte) ([]byte, bool) {
 	ulen := h.Len() + n // the ULPDU's length: u may hold only its start
-	w := &p.wr
 	if p.rrOn {
 		p.terminateAt(termDDPCatastro, u, ulen, errInterleaved)
 		return nil, false
 	}
+	if n == 0 && (p.in == nil || !p.in.wr.active) {
+		return nil, false // zero-length Writes (and RTRs) are not checked
+	}
+	w := &p.inbound().wr
 	if !w.active {
-		if n == 0 {
-			return nil, false // zero-length Writes (and RTRs) are not checked
-		}
 		m := p.lookup(h.STag)
 		if m == nil || m.access&fabric.AccessRemoteWrite == 0 {
 			p.terminateAt(termTSTag, u, ulen, errSTag)
@@ -553,7 +557,7 @@ func (p *rcPath) writeDst(h *iwarp.Header, n int, u []byte) ([]byte, bool) {
 // writeDone accounts for the n payload bytes of a Write FPDU placed at
 // writeDst.
 func (p *rcPath) writeDone(h *iwarp.Header, n int) {
-	w := &p.wr
+	w := &p.in.wr
 	w.to += uint64(n)
 	if h.Last {
 		*w = rxWrite{}
@@ -562,7 +566,7 @@ func (p *rcPath) writeDone(h *iwarp.Header, n int) {
 
 func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
 	switch {
-	case p.rcv.active:
+	case p.in != nil && p.in.rcv.active:
 		p.terminate(termDDPCatastro, u, errInterleaved)
 		return
 	case !h.Last:
@@ -599,7 +603,7 @@ func (p *rcPath) rxReadRequest(h *iwarp.Header, u []byte) {
 }
 
 func (p *rcPath) rxReadResponse(h *iwarp.Header, payload, u []byte) {
-	if p.wr.active {
+	if p.in != nil && p.in.wr.active {
 		p.terminate(termDDPCatastro, u, errInterleaved)
 		return
 	}
