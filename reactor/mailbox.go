@@ -2,6 +2,7 @@ package reactor
 
 import (
 	"net/netip"
+	"unsafe"
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
@@ -9,47 +10,84 @@ import (
 	"github.com/cmrt/cmrt/internal/ring"
 )
 
-// item is an event waiting for its handler (ev, or a claimed event the
-// worker delivers: claim, src, at, raw), or a work completion waiting for
-// its completion handler (reg set). The fields every item has come first,
-// in one cache line; copyItem and clearItem touch the others only when
-// the item uses them.
+// item is an event waiting for its handler, or a work completion waiting
+// for its completion handler; kind says which. Its head, the first cache
+// line, holds all that a claimed event without parameters needs (most CM
+// events, id.Brief): copyItem copies the raw event or the completion, the
+// lines after it, only for the items that use them. On the pool every item
+// crosses to a worker's CPU through a mailbox, and each line it writes
+// there is a miss on a line that worker last read: items that were three
+// or more lines were a quarter of the pool's dispatch in a profile
+// (BENCHMARKS.md, "What is slow and why").
 type item struct {
-	ev    *id.Event
-	h     id.Handler
-	reg   *registration
-	claim id.Claim           // id.TakeClaim's: the worker calls id.DeliverClaimed
-	src   fabric.EventSource // where the claimed event was taken from
-	at    journal.Stamp      // the batch's clock reading, for its journal record
-	raw   fabric.RawEvent    // the claimed event
-	wc    id.WC
+	ev     *id.Event     // itemEvent: delivered already (a CONNECT_REQUEST)
+	reg    *registration // the channel's (its handler, its source), or the completion queue's
+	claim  id.Claim      // itemBrief, itemClaim: the worker calls id.DeliverClaimed*
+	at     journal.Stamp // the batch's clock reading, for the journal record
+	typ    fabric.EventType
+	status int32
+	arg    uint64
+	kind   itemKind
+	_      [64 - 57]byte // the head is one cache line (TestItemHeadOneLine)
+
+	raw fabric.RawEvent // itemClaim: the claimed event; the loop's batch reads every event here
+	_   [itemPad]byte   // items are whole lines, so that a ring's heads are aligned (not last: a zero-size last field is padded)
+	wc  id.WC           // itemWC
 }
+
+// itemKind says what an item holds.
+type itemKind uint8
+
+const (
+	itemNone  itemKind = iota // a cleared slot
+	itemEvent                 // ev, delivered
+	itemBrief                 // a claimed event with typ, status and arg only (id.Brief)
+	itemClaim                 // a claimed event with its raw event
+	itemWC                    // a work completion of reg's queue
+)
+
+// itemPad pads an item to a whole number of cache lines.
+const itemPad = (64 - (64+unsafe.Sizeof(fabric.RawEvent{})+unsafe.Sizeof(id.WC{}))%64) % 64
 
 // claimed reports whether the item is a claimed event, delivered by the
 // worker.
-func (it *item) claimed() bool { return it.claim.Owner() != nil }
+func (it *item) claimed() bool { return it.kind == itemBrief || it.kind == itemClaim }
+
+// handler returns the handler of an event item.
+func (it *item) handler() id.Handler { return it.reg.h }
+
+// setClaim makes a batch item, whose raw event TakeClaim filled, a claim of
+// c: brief when the raw event has no parameters.
+func (it *item) setClaim(c id.Claim, reg *registration, at journal.Stamp) {
+	it.claim, it.reg, it.at = c, reg, at
+	it.typ, it.status, it.arg = it.raw.Type, it.raw.Status, it.raw.Arg
+	it.kind = itemClaim
+	if id.Brief(&it.raw) {
+		it.kind = itemBrief
+	}
+}
 
 // deliver turns a claimed item into its event (nil: dropped, its id
 // destroyed since the claim).
-func (it *item) deliver() *id.Event { return id.DeliverClaimed(it.claim, it.src, &it.raw, it.at) }
+func (it *item) deliver() *id.Event {
+	if it.kind == itemBrief {
+		return id.DeliverClaimedBrief(it.claim, it.reg.src, it.typ, it.status, it.arg, it.at)
+	}
+	return id.DeliverClaimed(it.claim, it.reg.src, &it.raw, it.at)
+}
 
 // copyItem copies *src into *dst, which may hold an earlier item's bytes:
-// only the fields the item uses, and a claimed event's private data only
-// up to its length. An item is 560 bytes, 256 of them the raw event's
-// private data, which the events that are not set-up's have none of:
-// copying whole items into a mailbox and out again, and clearing them,
-// was a quarter of the pool's dispatch in a profile.
+// the head, and the raw event (its private data only up to its length) or
+// the work completion only when the item's kind uses them.
 func copyItem(dst, src *item) {
-	dst.ev, dst.h, dst.reg, dst.claim = src.ev, src.h, src.reg, src.claim
-	switch {
-	case src.reg != nil:
+	dst.ev, dst.reg, dst.claim, dst.at = src.ev, src.reg, src.claim, src.at
+	dst.typ, dst.status, dst.arg, dst.kind = src.typ, src.status, src.arg, src.kind
+	switch src.kind {
+	case itemWC:
 		dst.wc = src.wc
-		return
-	case !src.claimed():
-		return
+	case itemClaim:
+		copyRaw(&dst.raw, &src.raw)
 	}
-	dst.src, dst.at = src.src, src.at
-	copyRaw(&dst.raw, &src.raw)
 }
 
 // copyRaw copies a raw event into *d but for the bytes of its private data
@@ -69,15 +107,17 @@ func copyRaw(d, r *fabric.RawEvent) {
 // clearItem clears the pointers an item holds (copyItem overwrites the
 // rest before any read), so that it keeps nothing reachable.
 func clearItem(it *item) {
-	if it.reg != nil {
+	switch it.kind {
+	case itemWC:
 		it.wc = id.WC{}
-	} else {
-		// A claimed event, or the raw event a delivered one was read
-		// from (the loop's batch reads every event into its item).
-		it.src = nil
+	case itemBrief:
+		// Its raw event holds no pointer: stale bytes that an earlier
+		// clearItem left so, or, in the loop's batch, which reads every
+		// event into its item, a brief one (no Child, no Group).
+	default:
 		it.raw.Child, it.raw.Group = nil, netip.Addr{}
 	}
-	it.ev, it.h, it.reg, it.claim = nil, nil, nil, id.Claim{}
+	it.ev, it.reg, it.claim, it.kind = nil, nil, id.Claim{}, itemNone
 }
 
 // mailbox holds the pending items of one id (or one completion queue), in
@@ -239,13 +279,13 @@ func (r *Reactor) work() {
 					// id's lock and state and the journal record stay on
 					// this CPU (BENCHMARKS.md, "What is slow and why").
 					if ev := it.deliver(); ev != nil {
-						r.handle(ev, it.h)
+						r.handle(ev, it.handler())
 					}
-				} else if it.reg != nil {
+				} else if it.kind == itemWC {
 					*wc = it.wc
 					r.handleWC(it.reg, wc)
 				} else {
-					r.handle(it.ev, it.h)
+					r.handle(it.ev, it.handler())
 				}
 				clearItem(it)
 			}

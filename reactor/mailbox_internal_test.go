@@ -110,26 +110,36 @@ func livePointers(v reflect.Value, path string) []string {
 }
 
 // TestMailboxItemCopyAndClear: an item survives copyItem whatever its kind
-// (claimed event, delivered event, work completion), and clearItem leaves
-// no pointer in it, so that a mailbox's ring keeps nothing reachable.
+// (claimed event with its raw event or brief, delivered event, work
+// completion), and clearItem leaves no pointer in it, so that a mailbox's
+// ring keeps nothing reachable.
 func TestMailboxItemCopyAndClear(t *testing.T) {
-	var h nopHandler // not a func: reflect.DeepEqual never equates two funcs
+	reg := &registration{h: nopHandler{}, src: fakeSource{}} // not a func: reflect.DeepEqual never equates two funcs
 	owner := &id.ID{}
-	claimed := item{h: h, src: fakeSource{}, at: 42, raw: fillRaw(t, 9)}
+	claimed := item{reg: reg, at: 42, typ: 9, status: -9, arg: 99, kind: itemClaim, raw: fillRaw(t, 9)}
 	setClaim(&claimed.claim, owner)
-	delivered := item{ev: &id.Event{}, h: h}
-	read := item{ev: &id.Event{}, h: h, raw: fillRaw(t, 3)} // as the loop's batch holds it
-	wc := item{reg: &registration{}, wc: id.WC{WRID: 7, Src: netip.MustParseAddrPort("10.0.0.1:4791")}}
+	brief := item{reg: reg, at: 43, typ: id.EventUser, status: -1, arg: 7, kind: itemBrief}
+	setClaim(&brief.claim, owner)
+	delivered := item{ev: &id.Event{}, reg: reg, kind: itemEvent}
+	read := item{ev: &id.Event{}, reg: reg, kind: itemEvent, raw: fillRaw(t, 3)} // as the loop's batch holds it
+	wc := item{reg: &registration{}, kind: itemWC, wc: id.WC{WRID: 7, Src: netip.MustParseAddrPort("10.0.0.1:4791")}}
 	// The loop's batch item a delivered event was read into: clearItem
 	// leaves no pointer in it either.
 	clearItem(&read)
 	if live := livePointers(reflect.ValueOf(read), "item"); len(live) > 0 {
 		t.Fatalf("cleared batch item still holds %v", live)
 	}
-	for name, it := range map[string]item{"claimed": claimed, "delivered": delivered, "completion": wc} {
-		var dst item
+	for name, it := range map[string]item{"claimed": claimed, "brief": brief, "delivered": delivered, "completion": wc} {
+		dst := item{kind: itemClaim, raw: fillRaw(t, 5)} // a slot an earlier item used
+		clearItem(&dst)
+		stale := dst.raw
 		copyItem(&dst, &it)
-		clear(it.raw.PrivateData[it.raw.PrivateDataLen:]) // past the length: not copied
+		switch it.kind {
+		case itemClaim:
+			copy(it.raw.PrivateData[it.raw.PrivateDataLen:], stale.PrivateData[it.raw.PrivateDataLen:]) // past the length: not copied
+		default:
+			it.raw = stale // not copied: no kind but itemClaim reads it
+		}
 		if !reflect.DeepEqual(dst, it) {
 			t.Fatalf("%s: copied %+v, want %+v", name, dst, it)
 		}
@@ -137,8 +147,28 @@ func TestMailboxItemCopyAndClear(t *testing.T) {
 		if live := livePointers(reflect.ValueOf(dst), "item"); len(live) > 0 {
 			t.Fatalf("%s: cleared item still holds %v", name, live)
 		}
-		if dst.claimed() || dst.reg != nil || dst.ev != nil {
+		if dst.claimed() || dst.reg != nil || dst.ev != nil || dst.kind != itemNone {
 			t.Fatalf("%s: cleared item %+v is still an item", name, dst)
+		}
+	}
+}
+
+// TestItemHeadOneLine: what a brief claimed event needs is the item's
+// first cache line, and items are whole lines, so that in a mailbox's ring
+// (whose backing arrays are 64-byte aligned: size classes past 1 KiB are
+// multiples of 64) a brief event writes one line on the worker's side.
+func TestItemHeadOneLine(t *testing.T) {
+	var it item
+	if off := unsafe.Offsetof(it.raw); off != 64 {
+		t.Errorf("the raw event starts at %d, want 64 (the head is one line)", off)
+	}
+	if n := unsafe.Sizeof(it); n%64 != 0 {
+		t.Errorf("an item is %d bytes, not whole lines", n)
+	}
+	for _, f := range []uintptr{unsafe.Offsetof(it.ev), unsafe.Offsetof(it.reg), unsafe.Offsetof(it.claim), unsafe.Offsetof(it.at),
+		unsafe.Offsetof(it.typ), unsafe.Offsetof(it.status), unsafe.Offsetof(it.arg), unsafe.Offsetof(it.kind)} {
+		if f >= 64 {
+			t.Errorf("a head field at offset %d", f)
 		}
 	}
 }

@@ -3,6 +3,7 @@ package reactor_test
 import (
 	"bytes"
 	"context"
+	"reflect"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -280,5 +281,67 @@ func TestPoolMigrateWithEventsClaimed(t *testing.T) {
 	}
 	if events != 4 {
 		t.Fatalf("%d event records for b, want 4: %v", events, recs)
+	}
+}
+
+// eventView is what a handler sees of an event, for comparing deliveries.
+type eventView struct {
+	Type        id.EventType
+	Status      int
+	Arg         uint64
+	Conn        id.ConnParam
+	UD          id.UDParam
+	PrivateData []byte
+	State       id.State
+}
+
+// TestPoolEventsAsInline: the pool hands a worker only the type, status
+// and argument of an event without parameters (id.Brief) and the whole raw
+// event otherwise; either way its handler sees the event, and the id's
+// state after it, exactly as an inline handler does, in order.
+func TestPoolEventsAsInline(t *testing.T) {
+	raws := []fabric.RawEvent{
+		{Type: id.EventUser, Status: -5, Arg: 77}, // brief
+		{Type: id.EventEstablished, ResponderResources: 3, InitiatorDepth: 2, FlowControl: 1, RetryCount: 7, RNRRetryCount: 6, SRQ: 1, QPNum: 0x1234},
+		{Type: id.EventUser, Arg: 1 << 40},
+		{Type: id.EventDisconnected}, // brief
+	}
+	raws[1].SetPrivateData([]byte("parameters"))
+	run := func(workers int) []eventView {
+		fx := newFixture(t, 1, reactor.WithWorkers(workers))
+		cm := fx.ids[0]
+		got := make(chan eventView, len(raws))
+		h := handlers.Func(func(ev *id.Event) error {
+			got <- eventView{ev.Type, ev.Status, ev.Arg, ev.Conn, ev.UD, ev.PrivateData(), ev.ID.State()}
+			return nil
+		})
+		for k := range raws {
+			r := raws[k]
+			if !ep(cm).InjectRaw(&r) {
+				t.Fatal("inject refused")
+			}
+		}
+		if err := fx.r.Register(fx.ch, h); err != nil {
+			t.Fatal(err)
+		}
+		var views []eventView
+		for range raws {
+			select {
+			case v := <-got:
+				views = append(views, v)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("workers %d: %d of %d events handled", workers, len(views), len(raws))
+			}
+		}
+		return views
+	}
+	inline, pool := run(0), run(2)
+	if inline[0].Status != -5 || inline[0].Arg != 77 || !bytes.Equal(inline[1].PrivateData, []byte("parameters")) || inline[1].Conn.RetryCount != 7 {
+		t.Fatalf("inline events %+v do not carry what was injected", inline)
+	}
+	for k := range inline {
+		if !reflect.DeepEqual(pool[k], inline[k]) {
+			t.Errorf("event %d: pool %+v, inline %+v", k, pool[k], inline[k])
+		}
 	}
 }

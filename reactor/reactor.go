@@ -476,11 +476,10 @@ func (r *Reactor) drain(reg *registration) {
 			}
 			break
 		}
-		it.h = reg.h
 		if ev != nil {
-			it.ev = ev // a CONNECT_REQUEST, delivered already
+			it.ev, it.reg, it.kind = ev, reg, itemEvent // a CONNECT_REQUEST, delivered already
 		} else {
-			it.claim, it.src, it.at = c, reg.src, at
+			it.setClaim(c, reg, at)
 		}
 	}
 	r.pending.Add(int64(taken - counted))
@@ -554,7 +553,7 @@ func (r *Reactor) drainCQ(reg *registration) {
 	r.pending.Add(int64(n))
 	for k := 0; k < n; k++ {
 		it := r.nextItem()
-		it.wc, it.reg = wcs[k], reg
+		it.wc, it.reg, it.kind = wcs[k], reg, itemWC
 	}
 	r.enqueue()
 }
@@ -584,12 +583,14 @@ func (r *Reactor) enqueue() {
 	runnable := 0
 	for k := range r.batch {
 		it := &r.batch[k]
-		key := mboxKey{reg: it.reg}
-		switch {
-		case it.claimed():
-			key.id = it.claim.Owner()
-		case it.reg == nil:
+		var key mboxKey
+		switch it.kind {
+		case itemWC:
+			key.reg = it.reg
+		case itemEvent:
 			key.id = it.ev.ID
+		default:
+			key.id = it.claim.Owner()
 		}
 		if r.enqueueLocked(key, it) {
 			runnable++
