@@ -217,3 +217,16 @@ func HoldLoop(f *Fabric) (release func()) {
 		f.eng.release(l)
 	})
 }
+
+// HasDataPath reports, on the connection's loop, whether the connection of
+// ep holds a data path (an idle one drops it: rcPath.dropIdle).
+func HasDataPath(ep fabric.Endpoint) bool {
+	c := connOf(ep)
+	var has bool
+	c.l.call(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		has = c.dp != nil
+	})
+	return has
+}

@@ -55,6 +55,7 @@ type conn struct {
 	out     bool // EPOLLOUT armed
 	closeOK bool // close once wbuf drains (after our FIN)
 	crc     bool
+	rts     bool // entered RTS: dp, if nil, is made on demand (path)
 	ird     uint16
 	ord     uint16
 	ep      *endpoint // nil on the passive side until the request arrives
@@ -71,7 +72,11 @@ type conn struct {
 	param fabric.ConnParam // active: what was asked for
 	req   iwarp.MPAFrame   // the MPA Request, its private data dropped once reported
 
-	dp *rcPath // the RC data path, from RTS on (rc_path.go)
+	// dp is the RC data path (rc_path.go), made as the connection enters
+	// RTS. An idle one, with no QP and nothing left of the start (dropIdle),
+	// is dropped and made again by what needs it (path): an idle
+	// connection's path was most of its memory.
+	dp *rcPath
 }
 
 // armTimer (re)starts the connection's timer; on expiry onTimeout runs on
@@ -300,7 +305,9 @@ func (c *conn) received(b []byte) {
 		// The initiator must wait for our Reply before sending FPDUs.
 		c.protocolError(errors.New("data before the MPA Reply"))
 	case csRTS:
-		c.dp.rx(b)
+		p := c.path()
+		p.rx(b)
+		p.dropIdle()
 	case csClosing:
 		// Disconnecting: the QP is out of RTS and what the peer still
 		// sends is dropped, as siw drops it.
@@ -354,7 +361,9 @@ func (c *conn) parseReply() {
 	c.startDataPath(false, false, rtr)                // the RTR, if any, goes out first
 	ep.emit(&raw)
 	if len(rest) > 0 && c.state == csRTS {
-		c.dp.rx(rest) // FPDUs that came right behind the Reply
+		p := c.path()
+		p.rx(rest) // FPDUs that came right behind the Reply
+		p.dropIdle()
 	}
 }
 

@@ -24,8 +24,9 @@ func TestEndpointSize(t *testing.T) {
 	}
 }
 
-// TestRCPathSize: every connection in RTS has a data path, QP or not, which
-// must stay within the 352-byte allocation size class. What few
+// TestRCPathSize: every connection in RTS with a QP, or still in its start
+// (the RTR, the hold), has a data path, which must stay within the
+// 352-byte allocation size class (an idle one is dropped: dropIdle). What few
 // connections use, or use only for a moment, is made on first use or
 // lives on the stack: the Read queues (rcReads), the inbound message
 // (rcRx), the parsed header and a header scratch buffer; with flags spread

@@ -203,22 +203,8 @@ func (p *rcPath) orqLen() int {
 // otherwise FPDUs are held until the initiator's first one or the hold
 // delay. As initiator, rtr is the RTR to send first (0: none).
 func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
-	// The Read queues grow on demand (up to IRD and ORD+1, the +1 for a Read
-	// RTR): most connections never issue a Read, and preallocating up to
-	// 129 entries each made them most of a connection's memory.
-	p := &rcPath{c: c, crc: c.crc, ord: max(int32(c.ord), 1), ird: max(int32(c.ird), 1), rtr: rtr}
-	p.kickFn = p.runKick
-	p.df.SetCRC(c.crc)
-	for k := range p.rxMSN {
-		p.rxMSN[k], p.txMSN[k] = 1, 1
-	}
-	mss, err := unix.GetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
-	if err != nil || mss <= 0 {
-		mss = defaultMSS
-	}
-	p.maxUntag = int32(max(iwarp.MaxPayload(mss, iwarp.OpSend), 64))
-	p.maxTagged = int32(max(iwarp.MaxPayload(mss, iwarp.OpWrite), 64))
-	c.dp = p
+	c.rts = true
+	p := c.newPath(rtr)
 	if passive {
 		switch hold := c.f.opts.rc.responderHold(); {
 		case p2p:
@@ -236,7 +222,58 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 		p.attach(q)
 	} else {
 		p.pump() // the RTR goes out even before there is a QP
+		p.dropIdle()
 	}
+}
+
+// path returns the data path of a connection in RTS, made again if it was
+// dropped idle (dropIdle). A path made again starts past the connection's
+// start: no hold, no RTR to send or wait for, as the one dropped was.
+func (c *conn) path() *rcPath {
+	if c.dp == nil {
+		c.newPath(0)
+	}
+	return c.dp
+}
+
+// newPath makes the connection's data path, as it enters RTS or again
+// after it was dropped idle, and sets it as c.dp.
+func (c *conn) newPath(rtr RTR) *rcPath {
+	// The Read queues grow on demand (up to IRD and ORD+1, the +1 for a Read
+	// RTR): most connections never issue a Read, and preallocating up to
+	// 129 entries each made them most of a connection's memory.
+	p := &rcPath{c: c, crc: c.crc, ord: max(int32(c.ord), 1), ird: max(int32(c.ird), 1), rtr: rtr}
+	p.kickFn = p.runKick
+	p.df.SetCRC(c.crc)
+	for k := range p.rxMSN {
+		p.rxMSN[k], p.txMSN[k] = 1, 1
+	}
+	mss, err := unix.GetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	if err != nil || mss <= 0 {
+		mss = defaultMSS
+	}
+	p.maxUntag = int32(max(iwarp.MaxPayload(mss, iwarp.OpSend), 64))
+	p.maxTagged = int32(max(iwarp.MaxPayload(mss, iwarp.OpWrite), 64))
+	c.dp = p
+	return p
+}
+
+// dropIdle drops the path if it is the connection's and holds nothing a
+// path made again (conn.path) would not: no QP, no timer (the hold, the
+// wait for the RTR, the RTR repeats), nothing of the start left, no
+// message, Read or FPDU in progress either way, no MSN moved (a Send or a
+// Read crossed), no kick pending. The connection stays in RTS; what needs
+// the path later (an FPDU, a QP attached) makes it again. Under c.mu.
+func (p *rcPath) dropIdle() {
+	c := p.c
+	if c.dp != p || p.dead || c.state != csRTS || p.qp != nil || p.timer != nil ||
+		p.hold || p.waitRTR || p.rtr != 0 || p.posting || p.bail || p.kicked.Load() ||
+		p.busy() || p.cur.kind != txNone || p.txOff != len(p.tx) ||
+		(p.dx != nil && p.dx.on) || p.df.Buffered() != 0 || p.df.Err() != nil ||
+		p.rxMSN != [3]uint32{1, 1, 1} || p.txMSN != [3]uint32{1, 1, 1} {
+		return
+	}
+	c.dp = nil
 }
 
 // rtrRepeatDelay is how long a P2P initiator waits for a first FPDU from
@@ -265,11 +302,16 @@ func (p *rcPath) repeatRTR() {
 	p.pump()
 	if p.rtrRepeats++; p.rtrRepeats < rtrRepeatMax {
 		p.arm(rtrRepeatDelay<<p.rtrRepeats, p.repeatRTR)
+		return
 	}
+	p.dropIdle()
 }
 
 // attachLater attaches a QP created after the connection was set up.
 func (c *conn) attachLater(q *rcQP) {
+	if c.dp == nil && c.rts && c.state != csClosed {
+		c.path() // dropped idle (dropIdle)
+	}
 	switch {
 	case c.dp != nil && !c.dp.dead:
 		c.dp.attach(q)
@@ -305,6 +347,7 @@ func (p *rcPath) release() {
 	if p.hold && !p.waitRTR {
 		p.hold = false
 		p.pump()
+		p.dropIdle()
 	}
 }
 
@@ -874,6 +917,9 @@ func (c *conn) closeDataPath() {
 	if c.dp != nil {
 		c.dp.shutdown()
 		return
+	}
+	if c.rts {
+		return // dropped idle: it had no QP (dropIdle)
 	}
 	if q := c.ep.rcQP(); q != nil {
 		q.fail(0)
