@@ -70,14 +70,10 @@ func TakeEventAt(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp)
 		if err := src.Next(context.Background(), false, raw); err != nil {
 			return nil, err
 		}
-		ev := eventPool.Get().(*Event)
-		ev.st.Store(0)
-		ev.src = src
-		if deliverAt(ev, raw, at) {
-			ev.pooled = true
+		ev := newPooled(src)
+		if ev = keepIf(ev, deliverAt(ev, raw, at)); ev != nil {
 			return ev, nil
 		}
-		ev.free()
 	}
 }
 
@@ -125,14 +121,10 @@ func TakeClaim(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp) (
 			return nil, Claim{}, err
 		}
 		if raw.Type == EventConnectRequest {
-			ev := eventPool.Get().(*Event)
-			ev.st.Store(0)
-			ev.src = src
-			if deliverAt(ev, raw, at) {
-				ev.pooled = true
+			ev := newPooled(src)
+			if ev = keepIf(ev, deliverAt(ev, raw, at)); ev != nil {
 				return ev, Claim{}, nil
 			}
-			ev.free()
 			continue
 		}
 		if c, ok := claim(raw); ok {
@@ -147,15 +139,8 @@ func TakeClaim(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp) (
 // the event is dropped: its id was destroyed since the claim. Claims of
 // one owner must be delivered in the order they were made.
 func DeliverClaimed(c Claim, src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp) *Event {
-	ev := eventPool.Get().(*Event)
-	ev.st.Store(0)
-	ev.src = src
-	if deliverClaimed(ev, c, raw, at) {
-		ev.pooled = true
-		return ev
-	}
-	ev.free()
-	return nil
+	ev := newPooled(src)
+	return keepIf(ev, deliverClaimed(ev, c, raw, at))
 }
 
 // Brief reports whether a raw event carries nothing but its uid, type,
@@ -177,9 +162,7 @@ func Brief(raw *fabric.RawEvent) bool {
 // was Brief: typ, status and arg are its Type, Status and Arg. The event is
 // the one DeliverClaimed would return for it.
 func DeliverClaimedBrief(c Claim, src fabric.EventSource, typ EventType, status int32, arg uint64, at journal.Stamp) *Event {
-	ev := eventPool.Get().(*Event)
-	ev.st.Store(0)
-	ev.src = src
+	ev := newPooled(src)
 	ev.owner, ev.mc = c.owner, c.mc
 	// What fill sets from a brief raw event; a pooled event is clear
 	// (Event.free) but for these.
@@ -187,12 +170,27 @@ func DeliverClaimedBrief(c Claim, src fabric.EventSource, typ EventType, status 
 	if c.mc != nil {
 		ev.JoinContext = c.mc.context
 	}
-	if commitClaimed(ev, c, typ, status, at) {
-		ev.pooled = true
-		return ev
+	return keepIf(ev, commitClaimed(ev, c, typ, status, at))
+}
+
+// newPooled takes an Event from the pool for an event of src, to be
+// delivered into (keepIf).
+func newPooled(src fabric.EventSource) *Event {
+	ev := eventPool.Get().(*Event)
+	ev.st.Store(0)
+	ev.src = src
+	return ev
+}
+
+// keepIf returns ev, the library's from now on (Handle recycles it), if it
+// was delivered, or puts it back in the pool and returns nil.
+func keepIf(ev *Event, delivered bool) *Event {
+	if !delivered {
+		ev.free()
+		return nil
 	}
-	ev.free()
-	return nil
+	ev.pooled = true
+	return ev
 }
 
 // testHookLoaded, if set (by tests only), runs in deliver between the
