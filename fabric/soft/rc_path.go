@@ -602,15 +602,8 @@ func (p *rcPath) sendDirect() bool {
 			p.txd = d
 		}
 		h := iwarp.Header{Op: m.op}
-		n := min(p.maxSeg(m.op), len(m.payload)-m.off)
-		seg := m.payload[m.off : m.off+n]
-		if m.op.Tagged() {
-			h.STag, h.TO = m.stag, m.to+uint64(m.off)
-		} else {
-			h.MSN, h.MO, h.InvalSTag = m.msn, uint32(m.off), m.inval
-		}
-		m.off += n
-		h.Last = m.off == len(m.payload)
+		seg := p.nextSegment(m, &h)
+		n := len(seg)
 		ulen := h.Len() + n
 		hb := binary.BigEndian.AppendUint16(d.hdr[k][:0], uint16(ulen))
 		hb, _ = iwarp.AppendHeader(hb, &h)
@@ -626,14 +619,7 @@ func (p *rcPath) sendDirect() bool {
 		d.end[k] = total
 		k++
 		if h.Last {
-			countSentMessage(p.c.fd)
-			switch m.kind {
-			case txSlot:
-				m.slot.endPos = p.txBase + uint64(total)
-			case txIRQ:
-				p.rd.irq.PopFront()
-			}
-			*m = txMsg{}
+			p.messageBuilt(m, p.txBase+uint64(total))
 		}
 	}
 	if k == 0 {
@@ -824,30 +810,44 @@ func (p *rcPath) emit() {
 	}
 	h := iwarp.Header{Op: m.op}
 	var seg []byte
-	switch {
-	case m.op == iwarp.OpReadRequest:
+	if m.op == iwarp.OpReadRequest {
 		h.MSN, h.Read, h.Last = m.msn, m.read, true
-	case m.op.Tagged():
-		n := min(int(p.maxTagged), len(m.payload)-m.off)
-		seg = m.payload[m.off : m.off+n]
-		h.STag, h.TO = m.stag, m.to+uint64(m.off)
-	default:
-		n := min(int(p.maxUntag), len(m.payload)-m.off)
-		seg = m.payload[m.off : m.off+n]
-		h.MSN, h.MO, h.InvalSTag = m.msn, uint32(m.off), m.inval
+	} else {
+		seg = p.nextSegment(m, &h)
 	}
-	m.off += len(seg)
-	h.Last = h.Last || m.off == len(m.payload)
 	var scratch [iwarp.ReadRequestLen + iwarp.LengthFieldLen]byte // on the stack: the header is copied into tx
 	hdr, _ := iwarp.AppendHeader(scratch[:0], &h)
 	p.tx, _ = iwarp.AppendFPDU(p.tx, hdr, seg, p.crc)
-	if !h.Last {
-		return
+	if h.Last {
+		p.messageBuilt(m, p.txBase+uint64(len(p.tx)))
 	}
+}
+
+// nextSegment fills h for the next FPDU of m, a Send, Write or Read
+// Response (its place in the message, and whether it is the last), and
+// returns that FPDU's payload, advancing m past it: emit and sendDirect
+// cut messages alike.
+func (p *rcPath) nextSegment(m *txMsg, h *iwarp.Header) []byte {
+	n := min(p.maxSeg(m.op), len(m.payload)-m.off)
+	seg := m.payload[m.off : m.off+n]
+	if m.op.Tagged() {
+		h.STag, h.TO = m.stag, m.to+uint64(m.off)
+	} else {
+		h.MSN, h.MO, h.InvalSTag = m.msn, uint32(m.off), m.inval
+	}
+	m.off += n
+	h.Last = m.off == len(m.payload)
+	return seg
+}
+
+// messageBuilt ends the current message m once its last FPDU is built;
+// end is the stream position after that FPDU, where a Send's or Write's
+// completion waits for TCP to take it.
+func (p *rcPath) messageBuilt(m *txMsg, end uint64) {
 	countSentMessage(p.c.fd)
 	switch m.kind {
 	case txSlot:
-		m.slot.endPos = p.txBase + uint64(len(p.tx))
+		m.slot.endPos = end
 	case txIRQ:
 		p.rd.irq.PopFront()
 	}
