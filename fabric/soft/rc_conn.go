@@ -148,10 +148,7 @@ func (c *conn) requestEarly(local, remote netip.AddrPort) syscall.Errno {
 	if !ok {
 		return 0 // the loop fails the connect
 	}
-	n, err := unix.Write(c.fd, b)
-	for err == unix.EINTR {
-		n, err = unix.Write(c.fd, b)
-	}
+	n, err := writeOnce(c.fd, b)
 	switch {
 	case err == unix.EAGAIN || (err == nil && n <= 0):
 		return 0
@@ -166,6 +163,18 @@ func (c *conn) requestEarly(local, remote netip.AddrPort) syscall.Errno {
 		c.wbuf = append(c.wbuf, b[n:]...)
 	}
 	return 0
+}
+
+// writeOnce is one write(2) of b, made again if a signal interrupted it:
+// for the answers written off the loop (requestEarly, acceptDirect), which
+// leave a short or failed write to the loop rather than handle it.
+func writeOnce(fd int, b []byte) (int, error) {
+	for {
+		n, err := unix.Write(fd, b)
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
 }
 
 // tcpEstablished is the Linux TCP state (tcpi_state, TCP_INFO's first byte)
@@ -465,10 +474,7 @@ func (c *conn) acceptDirect(p *fabric.ConnParam) (bool, error) {
 	if err != nil {
 		return true, err
 	}
-	n, err := unix.Write(c.fd, b)
-	for err == unix.EINTR {
-		n, err = unix.Write(c.fd, b)
-	}
+	n, err := writeOnce(c.fd, b)
 	if err != nil || n <= 0 {
 		return false, nil
 	}
