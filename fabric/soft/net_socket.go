@@ -33,13 +33,19 @@ func addrPortOf(sa unix.Sockaddr) netip.AddrPort {
 	case *unix.SockaddrInet4:
 		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), uint16(sa.Port))
 	case *unix.SockaddrInet6:
-		a := netip.AddrFrom16(sa.Addr)
-		if sa.ZoneId != 0 {
-			a = a.WithZone(strconv.Itoa(int(sa.ZoneId)))
-		}
-		return netip.AddrPortFrom(a.Unmap(), uint16(sa.Port))
+		return netip.AddrPortFrom(addr6(sa.Addr, sa.ZoneId), uint16(sa.Port))
 	}
 	return netip.AddrPort{}
+}
+
+// addr6 is an AF_INET6 socket address's address: its scope as the zone,
+// an IPv4-mapped one unmapped.
+func addr6(b [16]byte, scope uint32) netip.Addr {
+	a := netip.AddrFrom16(b)
+	if scope != 0 {
+		a = a.WithZone(strconv.Itoa(int(scope)))
+	}
+	return a.Unmap()
 }
 
 func family(a netip.Addr) int {
@@ -98,11 +104,7 @@ func rawAddrPort(rsa *unix.RawSockaddrAny) netip.AddrPort {
 		return netip.AddrPortFrom(netip.AddrFrom4(sa.Addr), netPort(sa.Port))
 	case unix.AF_INET6:
 		sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(rsa))
-		a := netip.AddrFrom16(sa.Addr)
-		if sa.Scope_id != 0 {
-			a = a.WithZone(strconv.Itoa(int(sa.Scope_id)))
-		}
-		return netip.AddrPortFrom(a.Unmap(), netPort(sa.Port))
+		return netip.AddrPortFrom(addr6(sa.Addr, sa.Scope_id), netPort(sa.Port))
 	}
 	return netip.AddrPort{}
 }
