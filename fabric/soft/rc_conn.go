@@ -77,6 +77,9 @@ type conn struct {
 	// is dropped and made again by what needs it (path): an idle
 	// connection's path was most of its memory.
 	dp *rcPath
+	// rxw is the direct reader of a goroutine waiting on the QP's
+	// completion queues (rc_rxwait.go), made by the first such wait.
+	rxw *rxWait
 }
 
 // armTimer (re)starts the connection's timer; on expiry onTimeout runs on
@@ -269,8 +272,9 @@ func clampRd(v uint8) uint8 {
 // connReadSize is how much readable reads at a time, into its stack.
 const connReadSize = 16 << 10
 
-// readable reads what the socket has.
-func (c *conn) readable() {
+// readable reads what the socket has, and reports whether it read
+// anything (bytes, the end of the stream or an error).
+func (c *conn) readable() (got bool) {
 	var buf [connReadSize]byte
 	for round := 0; round < 4 && c.state != csClosed; round++ {
 		n, err := unix.Read(c.fd, buf[:])
@@ -278,19 +282,21 @@ func (c *conn) readable() {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
-			return
+			return got
 		case err != nil:
 			c.peerGone(errnoOf(err))
-			return
+			return true
 		case n == 0:
 			c.peerGone(0)
-			return
+			return true
 		}
+		got = true
 		c.received(buf[:n])
 		if n < len(buf) {
-			return
+			return true
 		}
 	}
+	return got
 }
 
 // received handles bytes from the peer according to the state.
@@ -698,11 +704,21 @@ func (c *conn) setOut(on bool) {
 		return
 	}
 	c.out = on
-	ev := uint32(poll.In | poll.RDHup)
-	if on {
+	_ = c.l.modify(c.fd, c.gen, c.pollEvents())
+}
+
+// pollEvents is what the loop polls the socket for: readable, unless a
+// direct reader has claimed the read side (rc_rxwait.go), and writable
+// while bytes wait for room.
+func (c *conn) pollEvents() uint32 {
+	var ev uint32
+	if c.rxw == nil || !c.rxw.claimed {
+		ev = poll.In | poll.RDHup
+	}
+	if c.out {
 		ev |= poll.Out
 	}
-	_ = c.l.modify(c.fd, c.gen, ev)
+	return ev
 }
 
 // Tasks the loop runs for a connection on behalf of other goroutines; each
@@ -749,11 +765,13 @@ func (c *conn) closeNow() {
 		c.lis.waiting.remove(c)
 	}
 	c.closeDataPath()
-	c.l.unregister(c.fd)
-	_ = unix.Close(c.fd)
+	if c.rxw == nil || !c.rxw.closeConn() {
+		c.l.unregister(c.fd)
+		_ = unix.Close(c.fd)
+		c.l.eng.release(c.l)
+	}
 	c.fd = -1
 	c.wbuf, c.rbuf = nil, nil
-	c.l.eng.release(c.l)
 }
 
 // destroy closes the connection because its id is destroyed: a pending

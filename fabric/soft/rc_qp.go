@@ -217,6 +217,7 @@ func (t *rcTransport) createQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 		q.scq.close()
 		return nil, err
 	}
+	q.scq.qp, q.rcq.qp = q, q // filled by the QP's connection only
 	ep.mu.Lock()
 	c, gone, dup := t.conn, ep.destroyed, t.qp != nil
 	if !gone && !dup {

@@ -273,6 +273,14 @@ func (q *Queue[T]) Close() []T {
 	return rest
 }
 
+// Ready reports whether a Wait would return at once: entries are queued,
+// or the queue is closed.
+func (q *Queue[T]) Ready() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.closed || q.r.Len() > 0
+}
+
 // Closed reports whether Close was called.
 func (q *Queue[T]) Closed() bool {
 	q.mu.Lock()

@@ -1,0 +1,280 @@
+package soft
+
+// Direct receive: a goroutine blocked on a completion queue of an RC QP
+// whose connection is in RTS reads that connection itself, instead of
+// waiting for the loop to read it and hand it the completion (finding 17
+// in BENCHMARKS.md). A message then wakes one goroutine, as a TCP read
+// does, not the loop and then the waiter.
+//
+// The waiter claims the read side (rxWait.claimed, under c.mu): the loop
+// stops polling the socket for readable (pollEvents; hangups and errors
+// still reach it), and the waiter parks in the Go netpoller on a
+// duplicate of the socket until it is readable, then runs the loop's
+// receive code (conn.readable) under c.mu, as the loop would: every check
+// of rc_rx.go (a region deregistered, a QP destroyed, the connection
+// closed) holds alike. It gives the read side back (the loop polls for
+// readable again) when it returns: a completion is queued, its context
+// ends, the queue is destroyed, or the connection leaves RTS or loses its
+// QP. A completion queued by another goroutine (a send completion, a
+// flush), the queue's close, the context's end and the connection's close
+// kick the parked waiter: they set a past read deadline on the duplicate.
+//
+// Claiming and giving back each cost an epoll_ctl, and a ping-pong waits
+// again a few microseconds after its wait returned: so a returning waiter
+// keeps the claim for rxLinger, and a wait in that time takes it over
+// without a system call. When none comes, a timer gives the read side
+// back to the loop, which reads what came meanwhile: nothing stays unread
+// for longer than that (a timer's latency, about a millisecond at most).
+
+import (
+	"context"
+	"errors"
+	"os"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// rxWait is a connection's direct reader: the duplicate of its socket,
+// made by the first wait that claims the connection and closed with it,
+// and the state of the wait that holds the claim.
+type rxWait struct {
+	c      *conn
+	f      *os.File        // duplicate of c.fd, in the Go netpoller
+	rc     syscall.RawConn // f's
+	lookFn func(uintptr) bool
+	kickFn func()
+	linger *time.Timer // gives an unheld claim back (giveBack)
+
+	// Guarded by c.mu.
+	claimed  bool // the read side is off the loop (pollEvents)
+	held     bool // a waiter holds the claim
+	stepping bool // the waiter runs the receive code (look), holding c.mu
+	closing  bool // the connection closed while held: the waiter closes f
+
+	// The claimant's, for the wait it runs.
+	cq    *cq
+	p     *rcPath
+	q     *rcQP
+	ctx   context.Context
+	busy  bool // look found c.mu held: wait for it outside the netpoller
+	ended bool // look found the claim void (the connection left RTS, the QP went)
+}
+
+// rxPast is the read deadline that kicks a parked direct reader.
+var rxPast = time.Unix(1, 0)
+
+// rxLinger is how long a claim outlives the wait that made it, for the
+// next wait to take over: longer than a ping-pong's turn (posting the
+// next message and its receive), short enough that what the peer sends
+// while nobody waits (a Send, a Disconnect) is read soon.
+const rxLinger = 200 * time.Microsecond
+
+// newRxWait makes c's direct reader: a duplicate of the socket that the
+// Go netpoller watches. It returns nil if the netpoller cannot take it
+// (the wait then goes the loop's way). c.mu is held.
+func newRxWait(c *conn) *rxWait {
+	fd, err := unix.FcntlInt(uintptr(c.fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	f := os.NewFile(uintptr(fd), "soft-rc")
+	if f == nil {
+		_ = unix.Close(fd)
+		return nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil || f.SetReadDeadline(time.Time{}) != nil { // not pollable
+		_ = f.Close()
+		return nil
+	}
+	w := &rxWait{c: c, f: f, rc: rc}
+	w.lookFn, w.kickFn = w.look, w.kick
+	w.linger = time.AfterFunc(time.Hour, w.giveBack)
+	w.linger.Stop()
+	return w
+}
+
+// giveBack is the linger timer's: a claim no waiter holds goes back to
+// the loop.
+func (w *rxWait) giveBack() {
+	c := w.c
+	c.mu.Lock()
+	if c.rxw == w && w.claimed && !w.held && c.state != csClosed {
+		w.claimed = false
+		_ = c.l.modify(c.fd, c.gen, c.pollEvents())
+	}
+	c.mu.Unlock()
+}
+
+// kick wakes the parked waiter (or makes its next park return at once).
+func (w *rxWait) kick() { _ = w.f.SetReadDeadline(rxPast) }
+
+// waitDirect waits on cq, one of q's queues, reading q's connection
+// itself until cq is ready, ctx ends (ctx.Err()) or the connection can no
+// longer be read this way. It returns nil at once, having done nothing,
+// when it cannot claim the connection: q is not in RTS, or another waiter
+// holds the claim. The caller then waits on cq as usual (a completion
+// queued meanwhile is there at once).
+func (q *rcQP) waitDirect(ctx context.Context, cq *cq) error {
+	q.mu.Lock()
+	p := q.path
+	if q.destroyed || q.state != qpRTS {
+		p = nil
+	}
+	q.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	c := p.c
+	c.mu.Lock()
+	w := c.rxw
+	if !p.readsFor(q) || (w != nil && w.held) {
+		c.mu.Unlock()
+		return nil
+	}
+	if w == nil {
+		if w = newRxWait(c); w == nil {
+			c.mu.Unlock()
+			return nil
+		}
+		c.rxw = w
+	}
+	w.held, w.cq, w.p, w.q, w.ctx = true, cq, p, q, ctx
+	if !w.claimed {
+		w.claimed = true
+		_ = c.l.modify(c.fd, c.gen, c.pollEvents())
+	}
+	c.mu.Unlock()
+
+	var stop func() bool
+	if ctx.Done() != nil {
+		stop = context.AfterFunc(ctx, w.kickFn)
+	}
+	err := w.run()
+	if stop != nil {
+		stop()
+	}
+	cq.parked.Store(nil)
+
+	c.mu.Lock()
+	w.held, w.cq, w.p, w.q, w.ctx = false, nil, nil, nil, nil
+	switch {
+	case w.closing || c.state == csClosed:
+		w.claimed = false
+		c.rxw = nil
+		w.linger.Stop()
+		_ = w.f.Close()
+	case p.readsFor(q):
+		// Kept for the next wait; the timer gives it back if none
+		// comes.
+		w.linger.Reset(rxLinger)
+	default:
+		// The loop reads again; what came since the last look is
+		// reported to it at once (level-triggered).
+		w.claimed = false
+		_ = c.l.modify(c.fd, c.gen, c.pollEvents())
+	}
+	c.mu.Unlock()
+	return err
+}
+
+// readsFor reports whether a waiter on q's queues may read the path's
+// connection: it is in RTS with q attached. c.mu is held.
+func (p *rcPath) readsFor(q *rcQP) bool {
+	c := p.c
+	return c.state == csRTS && c.dp == p && !p.dead && p.qp == q
+}
+
+// run parks in the netpoller and reads (look) until the queue is ready,
+// ctx ends or the claim is void.
+func (w *rxWait) run() error {
+	for {
+		if w.cq.q.Ready() {
+			return nil
+		}
+		if err := w.ctx.Err(); err != nil {
+			return err
+		}
+		w.busy, w.ended = false, false
+		err := w.rc.Read(w.lookFn)
+		switch {
+		case w.ended:
+			return nil
+		case w.busy:
+			w.c.mu.Lock() // wait for the holder, then look again
+			w.c.mu.Unlock()
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			// Kicked: look at the queue and ctx again. A kick after this
+			// reset follows a completion or an end that the next look
+			// sees.
+			_ = w.f.SetReadDeadline(time.Time{})
+		case err != nil:
+			return nil // f is closed
+		}
+	}
+}
+
+// look is the netpoller callback of run: it reads the socket under c.mu
+// with the loop's receive code, and reports false (park until readable)
+// when the socket had nothing and nothing else happened since run looked.
+func (w *rxWait) look(uintptr) bool {
+	cq, c := w.cq, w.c
+	cq.parked.Store(nil)
+	if !c.mu.TryLock() {
+		// Not while holding f: closeNow closes f under c.mu.
+		w.busy = true
+		return true
+	}
+	if w.closing || !w.p.readsFor(w.q) {
+		c.mu.Unlock()
+		w.ended = true
+		return true
+	}
+	w.stepping = true
+	got := c.readable()
+	w.stepping = false
+	c.mu.Unlock()
+	if got {
+		return true
+	}
+	// Parked from here: a completion queued by another goroutine, or
+	// ctx's end, after this look kicks.
+	cq.parked.Store(w)
+	if cq.q.Ready() || w.ctx.Err() != nil {
+		cq.parked.Store(nil)
+		return true
+	}
+	return false
+}
+
+// closeConn is closeNow's part for a connection with a direct reader, c.mu
+// held: the duplicate is closed now, or by the waiter holding the claim,
+// which is kicked. It reports true when the waiter itself closes the
+// connection (in look): closing the socket and leaving the epoll set are
+// then left to the loop, whose they are.
+func (w *rxWait) closeConn() bool {
+	c := w.c
+	w.claimed = false
+	if !w.held {
+		c.rxw = nil
+		w.linger.Stop()
+		_ = w.f.Close()
+		return false
+	}
+	w.closing = true
+	w.kick()
+	if !w.stepping {
+		return false
+	}
+	fd, l := c.fd, c.l
+	if !l.post(func() {
+		l.unregister(fd)
+		_ = unix.Close(fd)
+		l.eng.release(l)
+	}) {
+		return false
+	}
+	return true
+}
