@@ -230,3 +230,20 @@ func HasDataPath(ep fabric.Endpoint) bool {
 	})
 	return has
 }
+
+// DirectWaiting reports whether a goroutine waiting on one of qp's
+// completion queues is parked in the netpoller on its connection's socket,
+// reading the connection itself (rc_rxwait.go).
+func DirectWaiting(qp fabric.QP) bool {
+	q := qp.(*rcQP)
+	return q.rcq.parked.Load() != nil || q.scq.parked.Load() != nil
+}
+
+// DirectClaimed reports whether a direct reader has the read side of ep's
+// connection (the loop does not poll it for readable).
+func DirectClaimed(ep fabric.Endpoint) bool {
+	c := connOf(ep)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.rxw != nil && c.rxw.claimed
+}

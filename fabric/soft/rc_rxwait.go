@@ -30,6 +30,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"reflect"
 	"syscall"
 	"time"
 
@@ -111,13 +112,44 @@ func (w *rxWait) giveBack() {
 // kick wakes the parked waiter (or makes its next park return at once).
 func (w *rxWait) kick() { _ = w.f.SetReadDeadline(rxPast) }
 
+// The contexts a direct wait takes: those that never end (Done nil), and
+// the standard library's cancelable ones (WithCancel, WithCancelCause,
+// WithTimeout, WithDeadline), on which context.AfterFunc, which kicks the
+// parked waiter when they end, starts no goroutine. Any other context
+// (a type of its own, one that only carries values) waits as before: an
+// AfterFunc on it would start a goroutine per wait that watches it.
+var (
+	stdCancelCtx = func() reflect.Type {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		return reflect.TypeOf(ctx)
+	}()
+	stdTimerCtx = func() reflect.Type {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		defer cancel()
+		return reflect.TypeOf(ctx)
+	}()
+)
+
+// directCtx reports whether a direct wait takes ctx (see stdCancelCtx).
+func directCtx(ctx context.Context) bool {
+	if ctx.Done() == nil {
+		return true
+	}
+	t := reflect.TypeOf(ctx)
+	return t == stdCancelCtx || t == stdTimerCtx
+}
+
 // waitDirect waits on cq, one of q's queues, reading q's connection
 // itself until cq is ready, ctx ends (ctx.Err()) or the connection can no
 // longer be read this way. It returns nil at once, having done nothing,
 // when it cannot claim the connection: q is not in RTS, or another waiter
-// holds the claim. The caller then waits on cq as usual (a completion
-// queued meanwhile is there at once).
+// holds the claim, or ctx is not one it takes (directCtx). The caller then
+// waits on cq as usual (a completion queued meanwhile is there at once).
 func (q *rcQP) waitDirect(ctx context.Context, cq *cq) error {
+	if !directCtx(ctx) {
+		return nil
+	}
 	q.mu.Lock()
 	p := q.path
 	if q.destroyed || q.state != qpRTS {

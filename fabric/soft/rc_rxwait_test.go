@@ -1,0 +1,328 @@
+package soft_test
+
+import (
+	"context"
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cmrt/cmrt/fabric/soft"
+	"github.com/cmrt/cmrt/id"
+)
+
+// Direct receive (rc_rxwait.go): a goroutine blocked on an RC QP's
+// completion queue reads the connection itself.
+
+// pingPongN runs n round trips of a 64-byte Send between the pair's ends,
+// every wait a CQ.Wait with ctx: the server echoes on its own goroutine.
+func pingPongN(t *testing.T, p *rcPair, ctx context.Context, n int) {
+	t.Helper()
+	cbuf, sbuf := pattern(64, 1), make([]byte, 64)
+	cm, sm := reg(t, p.cli, cbuf, id.AccessLocalWrite), reg(t, p.srv, sbuf, id.AccessLocalWrite)
+	crecv, srecv := &id.RecvWR{WRID: 1, Buf: cbuf, MR: cm}, &id.RecvWR{WRID: 2, Buf: sbuf, MR: sm}
+	csend := &id.SendWR{Opcode: id.WRSend, Buf: cbuf, MR: cm}
+	ssend := &id.SendWR{Opcode: id.WRSend, Buf: sbuf, MR: sm}
+	if err := p.srv.qp.PostRecv(srecv); err != nil {
+		t.Fatal(err)
+	}
+	echo := make(chan error, 1)
+	go func() {
+		for k := 0; k < n; k++ {
+			wc, err := waitOne(ctx, p.srv.qp.RecvCQ())
+			if err == nil && wc.Status != id.WCSuccess {
+				err = errors.New("echo: " + wc.Status.String())
+			}
+			if err == nil && k+1 < n {
+				err = p.srv.qp.PostRecv(srecv)
+			}
+			if err == nil {
+				err = p.srv.qp.PostSend(ssend)
+			}
+			if err != nil {
+				echo <- err
+				return
+			}
+		}
+		echo <- nil
+	}()
+	for k := 0; k < n; k++ {
+		if err := p.cli.qp.PostRecv(crecv); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.cli.qp.PostSend(csend); err != nil {
+			t.Fatal(err)
+		}
+		wc, err := waitOne(ctx, p.cli.qp.RecvCQ())
+		if err != nil {
+			t.Fatalf("round trip %d: %v", k, err)
+		}
+		if wc.Status != id.WCSuccess || wc.ByteLen != 64 {
+			t.Fatalf("round trip %d: completion %+v", k, wc)
+		}
+	}
+	if err := <-echo; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitOne waits for one completion on cq with CQ.Wait.
+func waitOne(ctx context.Context, cq id.CQ) (id.WC, error) {
+	var wc [1]id.WC
+	for cq.Poll(wc[:]) == 0 {
+		if err := cq.Wait(ctx); err != nil {
+			return id.WC{}, err
+		}
+	}
+	return wc[0], nil
+}
+
+// TestDirectWaitSparesTheLoop: with the fabric's loop held by a task, a
+// ping-pong whose waits block on the receive queues still runs: every
+// message is read by the goroutine waiting for it, none by the loop (on a
+// fabric where the loop reads them, not one completes).
+func TestDirectWaitSparesTheLoop(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+	}{
+		{"background", func() (context.Context, context.CancelFunc) { return context.Background(), func() {} }},
+		{"cancel", func() (context.Context, context.CancelFunc) { return context.WithCancel(context.Background()) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := newPair(t, pairOpts{})
+			defer p.close()
+			// A first round trip with the loop free: the idle path made
+			// on demand and the responder's start are the loop's.
+			pingPongN(t, p, timeoutCtx(t, 10*time.Second), 1)
+			release := soft.StallLoop(p.cli.id.Endpoint())
+			ctx, cancel := c.ctx()
+			defer cancel()
+			done := make(chan struct{})
+			go func() {
+				// Bounds the test on a fabric whose loop reads: the held
+				// loop then never hands a completion to the waits.
+				select {
+				case <-done:
+				case <-time.After(10 * time.Second):
+					release()
+				}
+			}()
+			start := time.Now()
+			pingPongN(t, p, ctx, 200)
+			close(done)
+			stalled := time.Since(start) < 10*time.Second
+			release()
+			if !stalled {
+				t.Fatal("the ping-pong waited for the held loop")
+			}
+		})
+	}
+}
+
+// parkedOn starts a goroutine waiting on cq with ctx, waits until it is
+// parked reading the connection of qp, and returns what its wait returns.
+func parkedOn(t *testing.T, ctx context.Context, qp id.QP, cq id.CQ) <-chan error {
+	t.Helper()
+	errc := make(chan error, 1)
+	go func() { errc <- cq.Wait(ctx) }()
+	waitFor(t, func() bool { return soft.DirectWaiting(qp) })
+	return errc
+}
+
+// waitReturn fails unless the wait returns within 5 s, and returns its error.
+func waitReturn(t *testing.T, errc <-chan error) error {
+	t.Helper()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(5 * time.Second):
+		t.Fatal("the parked wait did not return")
+		return nil
+	}
+}
+
+// TestDirectWaitKicks: a waiter parked on its connection's socket returns
+// when something other than that socket gives it reason to: a completion
+// queued by another goroutine, its context's end, the queue destroyed with
+// the QP, the id destroyed, the connection's flush.
+func TestDirectWaitKicks(t *testing.T) {
+	t.Run("send completion", func(t *testing.T) {
+		p := newPair(t, pairOpts{})
+		defer p.close()
+		buf := make([]byte, 64)
+		m := reg(t, p.cli, buf, id.AccessLocalWrite)
+		sb := make([]byte, 64)
+		sm := reg(t, p.srv, sb, id.AccessLocalWrite)
+		if err := p.srv.qp.PostRecv(&id.RecvWR{Buf: sb, MR: sm}); err != nil {
+			t.Fatal(err)
+		}
+		errc := parkedOn(t, timeoutCtx(t, 10*time.Second), p.cli.qp, p.cli.qp.SendCQ())
+		if err := p.cli.qp.PostSend(&id.SendWR{WRID: 9, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: buf, MR: m}); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitReturn(t, errc); err != nil {
+			t.Fatal(err)
+		}
+		wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCSuccess, id.WCSend)
+		wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
+	})
+	t.Run("context", func(t *testing.T) {
+		p := newPair(t, pairOpts{})
+		defer p.close()
+		ctx, cancel := context.WithCancel(context.Background())
+		errc := parkedOn(t, ctx, p.cli.qp, p.cli.qp.RecvCQ())
+		cancel()
+		if err := waitReturn(t, errc); !errors.Is(err, context.Canceled) {
+			t.Fatalf("wait: %v, want context.Canceled", err)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := p.cli.qp.RecvCQ().Wait(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("wait: %v, want context.DeadlineExceeded", err)
+		}
+	})
+	t.Run("destroy QP", func(t *testing.T) {
+		p := newPair(t, pairOpts{})
+		defer p.close()
+		errc := parkedOn(t, timeoutCtx(t, 10*time.Second), p.cli.qp, p.cli.qp.RecvCQ())
+		if err := p.cli.id.DestroyQP(); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitReturn(t, errc); !errors.Is(err, syscall.EBADF) {
+			t.Fatalf("wait: %v, want EBADF", err)
+		}
+	})
+	t.Run("destroy id", func(t *testing.T) {
+		p := newPair(t, pairOpts{})
+		errc := parkedOn(t, timeoutCtx(t, 10*time.Second), p.cli.qp, p.cli.qp.RecvCQ())
+		qp := p.cli.qp
+		if err := p.cli.id.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitReturn(t, errc); !errors.Is(err, syscall.EBADF) {
+			t.Fatalf("wait: %v, want EBADF", err)
+		}
+		if soft.DirectWaiting(qp) {
+			t.Fatal("still parked after the wait returned")
+		}
+		p.srvCh.want(t, id.EventDisconnected)
+		for _, i := range []*id.ID{p.srv.id, p.lis} {
+			if err := i.Destroy(); err != nil {
+				t.Error(err)
+			}
+		}
+		_ = p.srvCh.src.Close()
+		_ = p.cliCh.src.Close()
+		quiesceFabs(t, p.fabs...)
+	})
+	t.Run("flush", func(t *testing.T) {
+		p := newPair(t, pairOpts{})
+		defer p.close()
+		buf := make([]byte, 64)
+		if err := p.cli.qp.PostRecv(&id.RecvWR{WRID: 5, Buf: buf, MR: reg(t, p.cli, buf, id.AccessLocalWrite)}); err != nil {
+			t.Fatal(err)
+		}
+		errc := parkedOn(t, timeoutCtx(t, 10*time.Second), p.cli.qp, p.cli.qp.RecvCQ())
+		if err := p.cli.id.Disconnect(); err != nil {
+			t.Fatal(err)
+		}
+		if err := waitReturn(t, errc); err != nil {
+			t.Fatal(err)
+		}
+		wc := comp(t, p.cli.qp.RecvCQ())
+		if wc.WRID != 5 || wc.Status != id.WCWRFlushErr {
+			t.Fatalf("completion %+v, want the receive flushed", wc)
+		}
+		p.cliCh.want(t, id.EventDisconnected)
+		p.srvCh.want(t, id.EventDisconnected)
+	})
+}
+
+// TestDirectWaitGivesBack: once no waiter holds the connection, the loop
+// reads it again: a Send with nobody waiting completes, and the peer's
+// Disconnect is reported.
+func TestDirectWaitGivesBack(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	defer p.close()
+	pingPongN(t, p, context.Background(), 5)
+	buf := make([]byte, 64)
+	if err := p.cli.qp.PostRecv(&id.RecvWR{WRID: 3, Buf: buf, MR: reg(t, p.cli, buf, id.AccessLocalWrite)}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, func() bool { return !soft.DirectClaimed(p.cli.id.Endpoint()) })
+	sb := pattern(64, 7)
+	if err := p.srv.qp.PostSend(&id.SendWR{Opcode: id.WRSend, Buf: sb, MR: reg(t, p.srv, sb, id.AccessLocalWrite)}); err != nil {
+		t.Fatal(err)
+	}
+	var wc [1]id.WC
+	waitFor(t, func() bool { return p.cli.qp.RecvCQ().Poll(wc[:]) == 1 })
+	if wc[0].WRID != 3 || wc[0].Status != id.WCSuccess {
+		t.Fatalf("completion %+v", wc[0])
+	}
+	sameBytes(t, buf, sb)
+	// The peer's Disconnect right after a wait, while the claim lingers.
+	pingPongN(t, p, context.Background(), 1)
+	if err := p.srv.id.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	p.cliCh.want(t, id.EventDisconnected)
+	p.srvCh.want(t, id.EventDisconnected)
+}
+
+// TestDirectWaitNoPlaceAfterDereg: a region deregistered while a waiter is
+// parked reading the connection takes no byte the peer sends afterwards.
+func TestDirectWaitNoPlaceAfterDereg(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	defer p.close()
+	buf := make([]byte, 64)
+	for k := range buf {
+		buf[k] = markerByte
+	}
+	m := reg(t, p.cli, buf, id.AccessLocalWrite)
+	if err := p.cli.qp.PostRecv(&id.RecvWR{WRID: 4, Buf: buf, MR: m}); err != nil {
+		t.Fatal(err)
+	}
+	errc := parkedOn(t, timeoutCtx(t, 10*time.Second), p.cli.qp, p.cli.qp.RecvCQ())
+	if err := p.cli.id.DeregMR(m); err != nil {
+		t.Fatal(err)
+	}
+	sb := pattern(64, 3)
+	if err := p.srv.qp.PostSend(&id.SendWR{Opcode: id.WRSend, Buf: sb, MR: reg(t, p.srv, sb, id.AccessLocalWrite)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitReturn(t, errc); err != nil {
+		t.Fatal(err)
+	}
+	wc := comp(t, p.cli.qp.RecvCQ())
+	if wc.WRID != 4 || wc.Status != id.WCLocProtErr {
+		t.Fatalf("completion %+v, want a local protection error", wc)
+	}
+	for k, b := range buf {
+		if b != markerByte {
+			t.Fatalf("byte %d of the deregistered region changed", k)
+		}
+	}
+	p.cliCh.want(t, id.EventDisconnected)
+	p.srvCh.want(t, id.EventDisconnected)
+}
+
+// TestDirectWaitDescriptors: a connection whose completions were waited
+// for holds one more descriptor (the duplicate its waiters park on), and
+// gives it back with the connection; no goroutine outlives the fabric.
+func TestDirectWaitDescriptors(t *testing.T) {
+	p := newPair(t, pairOpts{})
+	before := countFDs(t)
+	pingPongN(t, p, context.Background(), 20)
+	if n := countFDs(t); n != before+2 {
+		t.Fatalf("%d descriptors after the waits, want %d (one duplicate per end)", n, before+2)
+	}
+	pingPongN(t, p, context.Background(), 20)
+	if n := countFDs(t); n != before+2 {
+		t.Fatalf("%d descriptors after more waits, want %d", n, before+2)
+	}
+	p.disconnect = true
+	p.close()
+	// Every socket of the pair, and both duplicates, closed.
+	waitFor(t, func() bool { return countFDs(t) <= before-3 })
+}
