@@ -112,12 +112,13 @@ func (w *rxWait) giveBack() {
 // kick wakes the parked waiter (or makes its next park return at once).
 func (w *rxWait) kick() { _ = w.f.SetReadDeadline(rxPast) }
 
-// The contexts a direct wait takes: those that never end (Done nil), and
-// the standard library's cancelable ones (WithCancel, WithCancelCause,
+// The contexts a direct wait takes: those that never end (Done nil); the
+// standard library's cancelable ones (WithCancel, WithCancelCause,
 // WithTimeout, WithDeadline), on which context.AfterFunc, which kicks the
-// parked waiter when they end, starts no goroutine. Any other context
-// (a type of its own, one that only carries values) waits as before: an
-// AfterFunc on it would start a goroutine per wait that watches it.
+// parked waiter when they end, starts no goroutine; and contexts of their
+// own that implement afterFuncer. Any other context (another type of its
+// own, one that only carries values) waits as before: an AfterFunc on it
+// would start a goroutine per wait that watches it.
 var (
 	stdCancelCtx = func() reflect.Type {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -131,13 +132,35 @@ var (
 	}()
 )
 
+// afterFuncer is a context of its own that a direct wait takes: AfterFunc
+// arranges for f to run once, on any goroutine, when the context ends (at
+// once if it has), unless stop is called first; stop reports whether it
+// prevented that.
+type afterFuncer interface {
+	AfterFunc(f func()) (stop func() bool)
+}
+
 // directCtx reports whether a direct wait takes ctx (see stdCancelCtx).
 func directCtx(ctx context.Context) bool {
 	if ctx.Done() == nil {
 		return true
 	}
+	if _, ok := ctx.(afterFuncer); ok {
+		return true
+	}
 	t := reflect.TypeOf(ctx)
 	return t == stdCancelCtx || t == stdTimerCtx
+}
+
+// onEnd has w's waiter kicked when ctx ends; nil if ctx never does.
+func (w *rxWait) onEnd(ctx context.Context) (stop func() bool) {
+	switch a, ok := ctx.(afterFuncer); {
+	case ok:
+		return a.AfterFunc(w.kickFn)
+	case ctx.Done() != nil:
+		return context.AfterFunc(ctx, w.kickFn)
+	}
+	return nil
 }
 
 // waitDirect waits on cq, one of q's queues, reading q's connection
@@ -180,10 +203,7 @@ func (q *rcQP) waitDirect(ctx context.Context, cq *cq) error {
 	}
 	c.mu.Unlock()
 
-	var stop func() bool
-	if ctx.Done() != nil {
-		stop = context.AfterFunc(ctx, w.kickFn)
-	}
+	stop := w.onEnd(ctx)
 	err := w.run()
 	if stop != nil {
 		stop()

@@ -3,6 +3,7 @@ package soft_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -182,6 +183,16 @@ func TestDirectWaitKicks(t *testing.T) {
 			t.Fatalf("wait: %v, want context.DeadlineExceeded", err)
 		}
 	})
+	t.Run("context with AfterFunc", func(t *testing.T) {
+		p := newPair(t, pairOpts{})
+		defer p.close()
+		ctx := newOwnCtx()
+		errc := parkedOn(t, ctx, p.cli.qp, p.cli.qp.RecvCQ())
+		ctx.cancel()
+		if err := waitReturn(t, errc); !errors.Is(err, context.Canceled) {
+			t.Fatalf("wait: %v, want context.Canceled", err)
+		}
+	})
 	t.Run("destroy QP", func(t *testing.T) {
 		p := newPair(t, pairOpts{})
 		defer p.close()
@@ -325,4 +336,57 @@ func TestDirectWaitDescriptors(t *testing.T) {
 	p.close()
 	// Every socket of the pair, and both duplicates, closed.
 	waitFor(t, func() bool { return countFDs(t) <= before-3 })
+}
+
+// ownCtx is a context of its own with an AfterFunc method, which a direct
+// wait takes (as it takes the standard library's cancelable contexts).
+type ownCtx struct {
+	done chan struct{}
+	mu   sync.Mutex
+	fns  map[int]func()
+	next int
+	err  error
+}
+
+func newOwnCtx() *ownCtx { return &ownCtx{done: make(chan struct{}), fns: map[int]func(){}} }
+
+func (c *ownCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c *ownCtx) Done() <-chan struct{}       { return c.done }
+func (c *ownCtx) Value(any) any               { return nil }
+
+func (c *ownCtx) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.err
+}
+
+func (c *ownCtx) AfterFunc(f func()) func() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.err != nil {
+		go f()
+		return func() bool { return false }
+	}
+	k := c.next
+	c.next++
+	c.fns[k] = f
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		_, ok := c.fns[k]
+		delete(c.fns, k)
+		return ok
+	}
+}
+
+func (c *ownCtx) cancel() {
+	c.mu.Lock()
+	c.err = context.Canceled
+	close(c.done)
+	fns := c.fns
+	c.fns = nil
+	c.mu.Unlock()
+	for _, f := range fns {
+		f()
+	}
 }
