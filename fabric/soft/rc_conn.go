@@ -36,8 +36,9 @@ const maxHandshake = iwarp.MPAHeaderLen + iwarp.MaxPrivateData
 // data path, are guarded by mu: the loop takes it whenever it runs the
 // connection's code (its readiness, its timers, the tasks other goroutines
 // post for it), and a goroutine posting a send takes it to write on the
-// socket itself (rcPath.post). Closing the socket, and everything that
-// needs the loop's epoll set, happens on the loop only.
+// socket itself (rcPath.post), as does a goroutine waiting on the QP's
+// completion queues to read it (rc_rxwait.go). Closing the socket, and
+// everything that needs the loop's epoll set, happens on the loop only.
 //
 // Every connection of a server holds one, so its fields are packed (the
 // flags together) and hold nothing only the set-up needs once it is done:
@@ -753,7 +754,8 @@ func (c *conn) taskCloseNow() {
 }
 
 // closeNow closes the socket at once and releases the loop. On the loop,
-// c.mu held.
+// c.mu held, or on a direct reader (rc_rxwait.go), which leaves the
+// socket's close to the loop (rxWait.closeConn).
 func (c *conn) closeNow() {
 	if c.state == csClosed {
 		return

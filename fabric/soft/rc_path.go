@@ -94,8 +94,9 @@ type rxWrite struct {
 // rcPath is the iWARP data path of a connection in RTS: the FPDU reader and
 // writer, the DDP/RDMAP state of both directions and the queues of Reads in
 // flight. Like its connection's, its fields are guarded by c.mu. Receiving
-// happens on the loop; sending on the loop, or on the goroutine that posts
-// a send when it finds the connection idle (post).
+// happens on the loop, or on a goroutine waiting on the QP's completion
+// queues (rc_rxwait.go); sending on the loop, or on the goroutine that
+// posts a send when it finds the connection idle (post).
 type rcPath struct {
 	c        *conn
 	qp       *rcQP

@@ -413,7 +413,8 @@ func (q *rcQP) PostRecv(wr *fabric.RecvWR) error {
 	return nil
 }
 
-// popRecv takes the oldest posted receive. Loop only.
+// popRecv takes the oldest posted receive. Under the connection's lock (on
+// the loop or a direct reader).
 func (q *rcQP) popRecv(r *rxRecv) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
