@@ -390,3 +390,30 @@ func (c *ownCtx) cancel() {
 		f()
 	}
 }
+
+// TestDirectWaitPeerClose: the peer's Disconnect reaches a parked waiter
+// first: it reads the end of the stream itself, and the connection closes
+// as when the loop reads it (the receive flushed, DISCONNECTED on both
+// ends, every descriptor closed).
+func TestDirectWaitPeerClose(t *testing.T) {
+	base := countFDs(t)
+	p := newPair(t, pairOpts{})
+	buf := make([]byte, 64)
+	if err := p.cli.qp.PostRecv(&id.RecvWR{WRID: 6, Buf: buf, MR: reg(t, p.cli, buf, id.AccessLocalWrite)}); err != nil {
+		t.Fatal(err)
+	}
+	errc := parkedOn(t, timeoutCtx(t, 10*time.Second), p.cli.qp, p.cli.qp.RecvCQ())
+	if err := p.srv.id.Disconnect(); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitReturn(t, errc); err != nil {
+		t.Fatal(err)
+	}
+	if wc := comp(t, p.cli.qp.RecvCQ()); wc.WRID != 6 || wc.Status != id.WCWRFlushErr {
+		t.Fatalf("completion %+v, want the receive flushed", wc)
+	}
+	p.cliCh.want(t, id.EventDisconnected)
+	p.srvCh.want(t, id.EventDisconnected)
+	p.close()
+	waitFor(t, func() bool { return countFDs(t) <= base })
+}
