@@ -388,3 +388,31 @@ func BenchmarkQueuePushPop(b *testing.B) {
 		})
 	}
 }
+
+// TestQueueReady: Ready is true exactly while a Wait would return at once.
+func TestQueueReady(t *testing.T) {
+	q := NewQueue[int](2, nil)
+	steps := []struct {
+		name string
+		do   func()
+		want bool
+	}{
+		{"empty", func() {}, false},
+		{"pushed", func() { v := 1; _ = q.Push(&v) }, true},
+		{"popped", func() { var v int; _ = q.Pop(context.Background(), false, &v) }, false},
+		{"pushed again", func() { v := 2; _ = q.Push(&v) }, true},
+		{"closed with an entry", func() { _ = q.Close() }, true},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := q.Ready(); got != s.want {
+			t.Fatalf("%s: Ready() = %v, want %v", s.name, got, s.want)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+		err := q.Wait(ctx)
+		cancel()
+		if returned := !errors.Is(err, context.DeadlineExceeded); returned != s.want {
+			t.Fatalf("%s: Wait returned %v, Ready() %v", s.name, err, s.want)
+		}
+	}
+}
