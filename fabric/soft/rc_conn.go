@@ -181,7 +181,11 @@ func writeOnce(fd int, b []byte) (int, error) {
 // of a connection that is up.
 const tcpEstablished = 1
 
-// startPassive registers an accepted socket waiting for its MPA Request.
+// startPassive registers an accepted socket waiting for its MPA Request
+// and reads what it has: on loopback the initiator wrote the Request as its
+// connect(2) returned, so it is often in by the accept, and is answered in
+// this pass, with no look at the socket's readiness first and no request
+// timer (armed only while the Request is still to come).
 func (c *conn) startPassive() {
 	gen, err := c.l.register(c.fd, poll.In|poll.RDHup, c)
 	if err != nil {
@@ -189,7 +193,10 @@ func (c *conn) startPassive() {
 		return
 	}
 	c.gen = gen
-	c.armTimer(c.f.opts.requestTimeout)
+	c.readable()
+	if c.state == csWaitReq {
+		c.armTimer(c.f.opts.requestTimeout)
+	}
 }
 
 // onEvents implements pollable.

@@ -245,3 +245,43 @@ func TestListenerDestroyRejectsPendingRequests(t *testing.T) {
 		t.Fatalf("server channel still holds %s", ev.Type)
 	}
 }
+
+// TestRequestInWithConnection: a connection whose MPA Request is in by the
+// time the listener accepts it (on loopback the initiator writes it as
+// connect(2) returns) is answered in the same pass, without a wait for the
+// socket's readiness nor the request timer: even with a request timeout of
+// 1 ns, every such request is reported. Before, each accepted connection
+// armed its timer first and was read on the loop's next look, and the
+// timers of a batch of accepts fired before that look (connections
+// closed, their initiators REJECTED).
+func TestRequestInWithConnection(t *testing.T) {
+	sf, cf := soft.New(soft.WithName("srv-early"), soft.WithRequestTimeout(time.Nanosecond)), soft.New(soft.WithName("cli-early"))
+	defer sf.Quiesce()
+	defer cf.Quiesce()
+	sch, cch := newChannel(t, sf), newChannel(t, cf)
+	l := cmListen(t, sch, nil)
+	defer l.Destroy()
+
+	const n = 16
+	release := soft.HoldLoop(sf) // the accepts wait until every Request is in
+	defer release()
+	for k := 0; k < n; k++ {
+		connectRC(t, cch, l.LocalAddr(), "early")
+	}
+	release()
+	for k := 0; k < n; k++ {
+		ev, err := nextWithin(sch, 5*time.Second)
+		if err != nil {
+			t.Fatalf("request %d of %d: %v", k+1, n, err)
+		}
+		typ, pd := ev.Type, string(ev.Conn.PrivateData)
+		if typ == id.EventConnectRequest {
+			_ = ev.ID.Reject(nil)
+			_ = ev.ID.Destroy()
+		}
+		_ = ev.Ack()
+		if typ != id.EventConnectRequest || pd != "early" {
+			t.Fatalf("request %d of %d: got %s with %q", k+1, n, typ, pd)
+		}
+	}
+}
