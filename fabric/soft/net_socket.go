@@ -64,6 +64,9 @@ func newSocket(fam, typ int) (int, error) {
 	return fd, nil
 }
 
+// sockName is rawSockName, swapped by tests that count the calls.
+var sockName = rawSockName
+
 // localAddr returns the socket's bound address.
 func localAddr(fd int) netip.AddrPort { return sockName(unix.SYS_GETSOCKNAME, fd) }
 
@@ -74,7 +77,7 @@ func peerAddr(fd int) netip.AddrPort { return sockName(unix.SYS_GETPEERNAME, fd)
 // x/sys/unix wrappers allocate the address they return and, for every
 // AF_INET socket, make a second system call (SO_PROTOCOL, to tell ping
 // sockets apart), twice per accepted connection.
-func sockName(trap uintptr, fd int) netip.AddrPort {
+func rawSockName(trap uintptr, fd int) netip.AddrPort {
 	var rsa unix.RawSockaddrAny
 	n := uint32(unix.SizeofSockaddrAny)
 	if _, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n))); e != 0 {

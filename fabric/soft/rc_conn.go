@@ -61,8 +61,9 @@ type conn struct {
 	ep      *endpoint // nil on the passive side until the request arrives
 	lis     *listener // passive: the listener that accepted it
 
-	// passive, until the MPA Request comes: the listener's pool
-	src              netip.Addr // the source host the pool counts it under
+	// passive: the initiator's address (accept4's), and, until the MPA
+	// Request comes, the listener's pool
+	peer             netip.AddrPort
 	inPool, inSource *list.Element
 
 	rbuf  []byte // handshake bytes
