@@ -145,7 +145,8 @@ func (c *conn) requestEarly(local, remote netip.AddrPort) syscall.Errno {
 	if st, err := unix.GetsockoptByte(c.fd, unix.IPPROTO_TCP, unix.TCP_INFO); err != nil || st != tcpEstablished {
 		return 0
 	}
-	b, ok := c.request()
+	var buf [mpaBufLen]byte
+	b, ok := c.request(buf[:0])
 	if !ok {
 		return 0 // the loop fails the connect
 	}
@@ -237,7 +238,8 @@ func (c *conn) connected() {
 		return
 	}
 	// TCP_NODELAY is set already (applySockopts, before connect).
-	b, ok := c.request()
+	var buf [mpaBufLen]byte
+	b, ok := c.request(buf[:0])
 	if !ok {
 		c.failConnect(syscall.EINVAL)
 		return
@@ -247,9 +249,14 @@ func (c *conn) connected() {
 	c.write(b)
 }
 
-// request builds the MPA Request of an active connection and keeps it in
-// c.req for the Reply's checks.
-func (c *conn) request() ([]byte, bool) {
+// mpaBufLen is the size of the largest MPA Request or Reply the fabric
+// sends: each is built in a buffer of that size on its writer's stack (the
+// write copies what the socket does not take).
+const mpaBufLen = iwarp.MPAHeaderLen + iwarp.IRDORDLen + iwarp.MaxPrivateData
+
+// request appends the MPA Request of an active connection to buf and keeps
+// it in c.req for the Reply's checks.
+func (c *conn) request(buf []byte) ([]byte, bool) {
 	f := iwarp.MPAFrame{
 		Rev: iwarp.MPARev2, Enhanced: true, CRC: c.f.opts.crc,
 		IRD: uint16(clampRd(c.param.ResponderResources)), ORD: uint16(clampRd(c.param.InitiatorDepth)),
@@ -257,7 +264,7 @@ func (c *conn) request() ([]byte, bool) {
 	}
 	c.offerP2P(&f)
 	c.req = f
-	b, err := iwarp.AppendMPA(make([]byte, 0, f.Len()), &f)
+	b, err := iwarp.AppendMPA(buf, &f)
 	return b, err == nil
 }
 
@@ -450,7 +457,8 @@ func (c *conn) accept(p *fabric.ConnParam) error {
 	if c.state != csReqRecv {
 		return syscall.ECONNRESET
 	}
-	b, p2p, err := c.acceptReply(p)
+	var buf [mpaBufLen]byte
+	b, p2p, err := c.acceptReply(buf[:0], p)
 	if err != nil {
 		return err
 	}
@@ -478,7 +486,8 @@ func (c *conn) acceptDirect(p *fabric.ConnParam) (bool, error) {
 	if !c.grantsP2P() && c.f.opts.rc.responderHold() < 0 {
 		return false, nil // the data path may write at once
 	}
-	b, p2p, err := c.acceptReply(p)
+	var buf [mpaBufLen]byte
+	b, p2p, err := c.acceptReply(buf[:0], p)
 	if err != nil {
 		return true, err
 	}
@@ -496,10 +505,10 @@ func (c *conn) acceptDirect(p *fabric.ConnParam) (bool, error) {
 	return true, nil
 }
 
-// acceptReply builds the MPA Reply accepting the request with p, settling
-// the connection's IRD, ORD and CRC; p2p reports whether P2P mode is
-// granted.
-func (c *conn) acceptReply(p *fabric.ConnParam) (b []byte, p2p bool, err error) {
+// acceptReply appends to buf the MPA Reply accepting the request with p,
+// settling the connection's IRD, ORD and CRC; p2p reports whether P2P mode
+// is granted.
+func (c *conn) acceptReply(buf []byte, p *fabric.ConnParam) (b []byte, p2p bool, err error) {
 	r := iwarp.MPAFrame{
 		Reply: true, Rev: c.req.Rev, Enhanced: c.req.Enhanced, Flags: c.req.Flags,
 		CRC: c.req.CRC || c.f.opts.crc, PrivateData: p.PrivateData,
@@ -511,7 +520,7 @@ func (c *conn) acceptReply(p *fabric.ConnParam) (b []byte, p2p bool, err error) 
 	}
 	r.IRD, r.ORD = c.ird, c.ord
 	p2p = c.replyRTR(&r)
-	b, err = iwarp.AppendMPA(make([]byte, 0, r.Len()), &r)
+	b, err = iwarp.AppendMPA(buf, &r)
 	if err != nil {
 		return nil, false, syscall.EINVAL
 	}

@@ -143,7 +143,7 @@ func (t *rcTransport) dial(c *conn, remote netip.AddrPort) error {
 	ep := t.ep
 	for tries := 0; ; tries++ {
 		ep.applySockopts(c.fd, c.param.RetryCount, false)
-		err := unix.Connect(c.fd, sockaddr(remote))
+		err := connectTo(c.fd, remote)
 		if err != unix.EADDRNOTAVAIL || tries == maxRedials {
 			return err
 		}
