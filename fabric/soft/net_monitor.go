@@ -93,7 +93,7 @@ func (n *netmon) untrack(ep *endpoint) {
 	var rc *netlink.Conn
 	if len(n.eps) == 0 {
 		if grace := n.f.opts.idleGrace; grace > 0 {
-			n.idle.arm(grace, n.expire)
+			n.idle.arm(grace, n)
 		} else {
 			stop, rc = n.detachLocked()
 		}
@@ -102,13 +102,13 @@ func (n *netmon) untrack(ep *endpoint) {
 	closeMonitor(stop, rc)
 }
 
-// expire stops the subscription when the grace timer of generation gen
-// fires and nothing is watched.
-func (n *netmon) expire(gen uint64) {
+// idleFired implements idleOwner: the subscription stops once its grace
+// period is over and nothing is watched.
+func (n *netmon) idleFired() {
 	n.mu.Lock()
 	var stop *monitor
 	var rc *netlink.Conn
-	if n.idle.current(gen) && len(n.eps) == 0 {
+	if n.idle.due() && len(n.eps) == 0 {
 		stop, rc = n.detachLocked()
 	}
 	n.mu.Unlock()
@@ -131,7 +131,7 @@ func (n *netmon) stopIdle() {
 // detachLocked takes the subscription and the route socket away for
 // closeMonitor. n.mu is held.
 func (n *netmon) detachLocked() (*monitor, *netlink.Conn) {
-	n.idle.disarm()
+	n.idle.stop()
 	stop, rc := n.cur, n.rc
 	n.cur, n.rc = nil, nil
 	return stop, rc
