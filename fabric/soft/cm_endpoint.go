@@ -43,6 +43,7 @@ type endpoint struct {
 	discReported  bool
 	listened      bool // Listen succeeded: queued events may carry requests' endpoints
 	removed       bool // DEVICE_REMOVAL reported: nothing more is (net_monitor.go)
+	addrGone      bool // ADDR_CHANGE reported for its current address (net_monitor.go)
 	opt           epOptions
 }
 
