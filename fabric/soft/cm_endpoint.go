@@ -43,6 +43,7 @@ type endpoint struct {
 	discReported  bool
 	listened      bool // Listen succeeded: queued events may carry requests' endpoints
 	removed       bool // DEVICE_REMOVAL reported: nothing more is (net_monitor.go)
+	addrGone      bool // ADDR_CHANGE reported for its current address (net_monitor.go)
 	opt           epOptions
 }
 
@@ -111,12 +112,16 @@ func ackTimeout(n, retries uint8) time.Duration {
 	return min(max(d, 100*time.Millisecond), 10*time.Minute)
 }
 
-// applySockopts sets the options of a connected socket.
-func (ep *endpoint) applySockopts(fd int, retries uint8) {
+// applySockopts sets the options of a connected socket: TCP_NODELAY unless
+// it has it already (hasNoDelay: accepted from a listening socket that has
+// it), and the id's options.
+func (ep *endpoint) applySockopts(fd int, retries uint8, hasNoDelay bool) {
 	ep.mu.Lock()
 	o := ep.opt
 	ep.mu.Unlock()
-	_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	if !hasNoDelay {
+		_ = unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1)
+	}
 	if o.tosSet {
 		setTOS(fd, o.tos)
 	}

@@ -362,7 +362,7 @@ func bindSocket(tr proto, addr netip.AddrPort, afonly bool) (int, error) {
 		}
 		_ = unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, v)
 	}
-	if err := unix.Bind(fd, sockaddr(addr)); err != nil {
+	if err := bindTo(fd, addr); err != nil {
 		_ = unix.Close(fd)
 		return -1, fmt.Errorf("soft: bind %s: %w", addr, os.NewSyscallError("bind", err))
 	}

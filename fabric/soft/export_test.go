@@ -1,7 +1,11 @@
 package soft
 
 import (
+	"net/netip"
 	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
@@ -246,4 +250,34 @@ func DirectClaimed(ep fabric.Endpoint) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.rxw != nil && c.rxw.claimed
+}
+
+// CountSockNames runs fn and returns the getsockname(2) and getpeername(2)
+// calls the fabric made meanwhile (fn must not run alongside other tests).
+func CountSockNames(fn func()) int {
+	var n atomic.Int64
+	old := sockName
+	sockName = func(trap uintptr, fd int) netip.AddrPort {
+		n.Add(1)
+		return rawSockName(trap, fd)
+	}
+	defer func() { sockName = old }()
+	fn()
+	return int(n.Load())
+}
+
+// NoDelay reports whether the socket of ep's connection, and that of its
+// listener when ep is a listening id, have TCP_NODELAY set.
+func NoDelay(ep fabric.Endpoint) bool {
+	e := ep.(*endpoint)
+	e.mu.Lock()
+	fd := -1
+	if t := e.rc(); t.lis != nil {
+		fd = t.lis.fd
+	} else if t.conn != nil {
+		fd = t.conn.fd
+	}
+	e.mu.Unlock()
+	v, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY)
+	return err == nil && v == 1
 }

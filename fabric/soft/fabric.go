@@ -118,7 +118,7 @@ func New(opts ...Option) *Fabric {
 	f := &Fabric{opts: o, log: o.log.With().Str("component", "soft").Logger()}
 	f.mon.f = f
 	f.ports.low, f.ports.high = o.ports[0], o.ports[1]
-	f.eng.log, f.eng.grace = f.log, o.idleGrace
+	f.eng.f, f.eng.log, f.eng.grace = f, f.log, o.idleGrace
 	if o.netdevs != nil {
 		f.devs.filter = make(map[string]bool)
 		for _, n := range o.netdevs {

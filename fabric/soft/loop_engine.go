@@ -69,6 +69,7 @@ func (l *loop) unregister(fd int) {
 // grace period (WithIdleGrace), so a client making one connection at a
 // time keeps its loop, and an idle fabric holds no goroutine.
 type engine struct {
+	f     *Fabric // the fabric the engine runs (its connections reach it here)
 	log   zerolog.Logger
 	grace time.Duration
 	// testTaskBudget, set by tests only, bounds the tasks a loop runs
@@ -124,18 +125,19 @@ func (e *engine) release(l *loop) {
 	case e.grace <= 0 || e.waiters > 0:
 		stop = e.detachLocked()
 	default:
-		e.idle.arm(e.grace, func(gen uint64) { e.expire(l, gen) })
+		e.idle.arm(e.grace, e)
 	}
 	e.mu.Unlock()
 	stopLoop(stop)
 }
 
-// expire stops l when the grace timer of generation gen fires and l is
-// still idle.
-func (e *engine) expire(l *loop, gen uint64) {
+// idleFired implements idleOwner: the current loop stops once its grace
+// period is over and it is still idle (an acquire disarms the period, and
+// a loop replaced since went through detachLocked, which stops it).
+func (e *engine) idleFired() {
 	e.mu.Lock()
 	var stop *loop
-	if e.idle.current(gen) && e.cur == l && e.refs == 0 {
+	if e.idle.due() && e.cur != nil && e.refs == 0 {
 		stop = e.detachLocked()
 	}
 	e.mu.Unlock()
@@ -147,7 +149,7 @@ func (e *engine) expire(l *loop, gen uint64) {
 func (e *engine) detachLocked() *loop {
 	l := e.cur
 	e.cur = nil
-	e.idle.disarm()
+	e.idle.stop()
 	return l
 }
 

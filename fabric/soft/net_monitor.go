@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/cmrt/cmrt/fabric"
@@ -38,7 +37,7 @@ type netmon struct {
 	f *Fabric
 
 	mu  sync.Mutex
-	eps map[*endpoint]*watch
+	eps map[*endpoint]struct{}
 	cur *monitor // nil while nothing is watched (or the subscription failed)
 	// rc is the route socket the fabric's lookups share while ids are
 	// watched (see lookupRoute); nil otherwise.
@@ -46,11 +45,6 @@ type netmon struct {
 	// idle is armed while nothing is watched but the subscription and rc
 	// are kept.
 	idle idleTimer
-}
-
-// watch is what the monitor reported for one endpoint.
-type watch struct {
-	addrGone atomic.Bool // ADDR_CHANGE reported for its current address
 }
 
 // monitor is one subscription and the goroutine that reads it.
@@ -64,13 +58,13 @@ func (n *netmon) track(ep *endpoint) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.eps == nil {
-		n.eps = make(map[*endpoint]*watch)
+		n.eps = make(map[*endpoint]struct{})
 	}
 	if _, ok := n.eps[ep]; ok {
 		return
 	}
 	n.idle.disarm()
-	n.eps[ep] = &watch{}
+	n.eps[ep] = struct{}{} // what it reported is the endpoint's (addrGone)
 	if n.cur == nil {
 		n.cur = n.startLocked()
 	}
@@ -93,7 +87,7 @@ func (n *netmon) untrack(ep *endpoint) {
 	var rc *netlink.Conn
 	if len(n.eps) == 0 {
 		if grace := n.f.opts.idleGrace; grace > 0 {
-			n.idle.arm(grace, n.expire)
+			n.idle.arm(grace, n)
 		} else {
 			stop, rc = n.detachLocked()
 		}
@@ -102,13 +96,13 @@ func (n *netmon) untrack(ep *endpoint) {
 	closeMonitor(stop, rc)
 }
 
-// expire stops the subscription when the grace timer of generation gen
-// fires and nothing is watched.
-func (n *netmon) expire(gen uint64) {
+// idleFired implements idleOwner: the subscription stops once its grace
+// period is over and nothing is watched.
+func (n *netmon) idleFired() {
 	n.mu.Lock()
 	var stop *monitor
 	var rc *netlink.Conn
-	if n.idle.current(gen) && len(n.eps) == 0 {
+	if n.idle.due() && len(n.eps) == 0 {
 		stop, rc = n.detachLocked()
 	}
 	n.mu.Unlock()
@@ -131,7 +125,7 @@ func (n *netmon) stopIdle() {
 // detachLocked takes the subscription and the route socket away for
 // closeMonitor. n.mu is held.
 func (n *netmon) detachLocked() (*monitor, *netlink.Conn) {
-	n.idle.disarm()
+	n.idle.stop()
 	stop, rc := n.cur, n.rc
 	n.cur, n.rc = nil, nil
 	return stop, rc
@@ -274,15 +268,13 @@ func (n *netmon) check() {
 	}
 	n.mu.Lock()
 	eps := make([]*endpoint, 0, len(n.eps))
-	ws := make([]*watch, 0, len(n.eps))
-	for ep, w := range n.eps {
+	for ep := range n.eps {
 		eps = append(eps, ep)
-		ws = append(ws, w)
 	}
 	n.mu.Unlock()
 	var closing []*conn
-	for k, ep := range eps {
-		if c := n.checkOne(ep, ws[k], &v); c != nil {
+	for _, ep := range eps {
+		if c := n.checkOne(ep, &v); c != nil {
 			closing = append(closing, c)
 		}
 	}
@@ -293,7 +285,7 @@ func (n *netmon) check() {
 
 // checkOne reports DEVICE_REMOVAL or ADDR_CHANGE for ep if its device or
 // address is gone. It returns the connection to close after DEVICE_REMOVAL.
-func (n *netmon) checkOne(ep *endpoint, w *watch, v *hostView) *conn {
+func (n *netmon) checkOne(ep *endpoint, v *hostView) *conn {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if ep.destroyed || ep.removed {
@@ -315,12 +307,13 @@ func (n *netmon) checkOne(ep *endpoint, w *watch, v *hostView) *conn {
 			return t.conn
 		}
 		return nil
-	case addrGone && w.addrGone.CompareAndSwap(false, true):
+	case addrGone && !ep.addrGone:
+		ep.addrGone = true
 		r := fabric.RawEvent{Type: fabric.EventAddrChange}
 		ep.emitLocked(&r)
 		n.f.log.Debug().Stringer("addr", a).Uint64("uid", ep.uid).Msg("address removed")
 	case !addrGone:
-		w.addrGone.Store(false)
+		ep.addrGone = false
 	}
 	return nil
 }

@@ -27,6 +27,60 @@ func sockaddr(ap netip.AddrPort) unix.Sockaddr {
 	return sa
 }
 
+// rawSockaddr writes ap into rsa in the kernel's form and returns its
+// length: what connect(2) and bind(2) take, built on the caller's stack
+// (sockaddr's unix.Sockaddr is allocated, and converted again by the call).
+func rawSockaddr(ap netip.AddrPort, rsa *unix.RawSockaddrAny) uint32 {
+	a := ap.Addr().Unmap()
+	if a.Is4() {
+		sa := (*unix.RawSockaddrInet4)(unsafe.Pointer(rsa))
+		sa.Family = unix.AF_INET
+		putNetPort(&sa.Port, ap.Port())
+		sa.Addr = a.As4()
+		return unix.SizeofSockaddrInet4
+	}
+	sa := (*unix.RawSockaddrInet6)(unsafe.Pointer(rsa))
+	sa.Family = unix.AF_INET6
+	putNetPort(&sa.Port, ap.Port())
+	sa.Addr = a.As16()
+	if z := a.Zone(); z != "" {
+		if n, err := strconv.Atoi(z); err == nil {
+			sa.Scope_id = uint32(n)
+		} else if ifi, err := interfaceByName(z); err == nil {
+			sa.Scope_id = uint32(ifi)
+		}
+	}
+	return unix.SizeofSockaddrInet6
+}
+
+// putNetPort stores port in network byte order.
+func putNetPort(p *uint16, port uint16) {
+	b := (*[2]byte)(unsafe.Pointer(p))
+	b[0], b[1] = byte(port>>8), byte(port)
+}
+
+// connectTo is connect(2) of fd to ap, allocating nothing.
+func connectTo(fd int, ap netip.AddrPort) error {
+	var rsa unix.RawSockaddrAny
+	n := rawSockaddr(ap, &rsa)
+	_, _, e := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(n))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// bindTo is bind(2) of fd to ap, allocating nothing.
+func bindTo(fd int, ap netip.AddrPort) error {
+	var rsa unix.RawSockaddrAny
+	n := rawSockaddr(ap, &rsa)
+	_, _, e := unix.RawSyscall(unix.SYS_BIND, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(n))
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
 // addrPortOf converts a socket address back.
 func addrPortOf(sa unix.Sockaddr) netip.AddrPort {
 	switch sa := sa.(type) {
@@ -64,6 +118,9 @@ func newSocket(fam, typ int) (int, error) {
 	return fd, nil
 }
 
+// sockName is rawSockName, swapped by tests that count the calls.
+var sockName = rawSockName
+
 // localAddr returns the socket's bound address.
 func localAddr(fd int) netip.AddrPort { return sockName(unix.SYS_GETSOCKNAME, fd) }
 
@@ -74,7 +131,7 @@ func peerAddr(fd int) netip.AddrPort { return sockName(unix.SYS_GETPEERNAME, fd)
 // x/sys/unix wrappers allocate the address they return and, for every
 // AF_INET socket, make a second system call (SO_PROTOCOL, to tell ping
 // sockets apart), twice per accepted connection.
-func sockName(trap uintptr, fd int) netip.AddrPort {
+func rawSockName(trap uintptr, fd int) netip.AddrPort {
 	var rsa unix.RawSockaddrAny
 	n := uint32(unix.SizeofSockaddrAny)
 	if _, _, e := unix.RawSyscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(unsafe.Pointer(&n))); e != 0 {

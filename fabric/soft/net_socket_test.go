@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"errors"
 	"net/netip"
 	"testing"
 
@@ -82,5 +83,70 @@ func TestSockNames(t *testing.T) {
 	}
 	if _, _, err := accept4(-1, 0); err != unix.EBADF {
 		t.Errorf("accept4 of a bad descriptor: %v, want EBADF", err)
+	}
+}
+
+// TestBindConnectNoAlloc: bind and connect, made for every connection
+// (resolve_addr's bind, Connect's connect), take the address in the
+// kernel's form from the stack; x/sys/unix's Bind and Connect take an
+// allocated unix.Sockaddr (one allocation each per connection).
+func TestBindConnectNoAlloc(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		fam  int
+		addr netip.Addr
+	}{
+		{"ipv4", unix.AF_INET, netip.MustParseAddr("127.0.0.1")},
+		{"ipv6", unix.AF_INET6, netip.IPv6Loopback()},
+		{"ipv6, numeric zone", unix.AF_INET6, netip.IPv6Loopback().WithZone("1")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lfd, err := unix.Socket(tc.fam, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer unix.Close(lfd)
+			if err := bindTo(lfd, netip.AddrPortFrom(tc.addr, 0)); err != nil {
+				t.Skipf("bind %s: %v", tc.addr, err)
+			}
+			if err := unix.Listen(lfd, 64); err != nil {
+				t.Fatal(err)
+			}
+			dst := localAddr(lfd)
+			if dst.Addr() != tc.addr.WithZone("") || dst.Port() == 0 {
+				t.Fatalf("bound to %s, want %s", dst, tc.addr)
+			}
+			var local, peer netip.AddrPort
+			var cerr error
+			allocs := testing.AllocsPerRun(20, func() {
+				fd, err := unix.Socket(tc.fam, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+				if err != nil {
+					cerr = err
+					return
+				}
+				defer unix.Close(fd)
+				if err := bindTo(fd, netip.AddrPortFrom(tc.addr, 0)); err != nil {
+					cerr = err
+					return
+				}
+				if err := connectTo(fd, dst); err != nil {
+					cerr = err
+					return
+				}
+				local, peer = localAddr(fd), peerAddr(fd)
+			})
+			if cerr != nil {
+				t.Fatal(cerr)
+			}
+			if allocs != 0 {
+				t.Errorf("bind and connect: %.0f allocations, want 0", allocs)
+			}
+			if peer != dst || local.Addr() != dst.Addr() || local.Port() == 0 {
+				t.Errorf("connected %s -> %s, want %s -> %s", local, peer, tc.addr, dst)
+			}
+			if err := connectTo(lfd, dst); !errors.Is(err, unix.EISCONN) && !errors.Is(err, unix.EINVAL) {
+				t.Errorf("connect of a listening socket: %v, want an errno", err)
+			}
+		})
 	}
 }

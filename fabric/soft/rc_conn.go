@@ -46,8 +46,7 @@ const maxHandshake = iwarp.MPAHeaderLen + iwarp.MaxPrivateData
 // not kept (TestConnSize).
 type conn struct {
 	mu      sync.Mutex
-	l       *loop
-	f       *Fabric
+	l       *loop // its fabric is l.eng.f (fab)
 	fd      int
 	gen     uint32
 	state   connState
@@ -62,8 +61,9 @@ type conn struct {
 	ep      *endpoint // nil on the passive side until the request arrives
 	lis     *listener // passive: the listener that accepted it
 
-	// passive, until the MPA Request comes: the listener's pool
-	src              netip.Addr // the source host the pool counts it under
+	// passive: the initiator's address (accept4's), and, until the MPA
+	// Request comes, the listener's pool
+	peer             netip.AddrPort
 	inPool, inSource *list.Element
 
 	rbuf  []byte // handshake bytes
@@ -82,6 +82,9 @@ type conn struct {
 	// completion queues (rc_rxwait.go), made by the first such wait.
 	rxw *rxWait
 }
+
+// fab is the fabric c belongs to.
+func (c *conn) fab() *Fabric { return c.l.eng.f }
 
 // armTimer (re)starts the connection's timer; on expiry onTimeout runs on
 // the loop if the connection is still the same registration.
@@ -148,7 +151,8 @@ func (c *conn) requestEarly(local, remote netip.AddrPort) syscall.Errno {
 	if st, err := unix.GetsockoptByte(c.fd, unix.IPPROTO_TCP, unix.TCP_INFO); err != nil || st != tcpEstablished {
 		return 0
 	}
-	b, ok := c.request()
+	var buf [mpaBufLen]byte
+	b, ok := c.request(buf[:0])
 	if !ok {
 		return 0 // the loop fails the connect
 	}
@@ -185,7 +189,11 @@ func writeOnce(fd int, b []byte) (int, error) {
 // of a connection that is up.
 const tcpEstablished = 1
 
-// startPassive registers an accepted socket waiting for its MPA Request.
+// startPassive registers an accepted socket waiting for its MPA Request
+// and reads what it has: on loopback the initiator wrote the Request as its
+// connect(2) returned, so it is often in by the accept, and is answered in
+// this pass, with no look at the socket's readiness first and no request
+// timer (armed only while the Request is still to come).
 func (c *conn) startPassive() {
 	gen, err := c.l.register(c.fd, poll.In|poll.RDHup, c)
 	if err != nil {
@@ -193,7 +201,10 @@ func (c *conn) startPassive() {
 		return
 	}
 	c.gen = gen
-	c.armTimer(c.f.opts.requestTimeout)
+	c.readable()
+	if c.state == csWaitReq {
+		c.armTimer(c.fab().opts.requestTimeout)
+	}
 }
 
 // onEvents implements pollable.
@@ -233,7 +244,8 @@ func (c *conn) connected() {
 		return
 	}
 	// TCP_NODELAY is set already (applySockopts, before connect).
-	b, ok := c.request()
+	var buf [mpaBufLen]byte
+	b, ok := c.request(buf[:0])
 	if !ok {
 		c.failConnect(syscall.EINVAL)
 		return
@@ -243,17 +255,22 @@ func (c *conn) connected() {
 	c.write(b)
 }
 
-// request builds the MPA Request of an active connection and keeps it in
-// c.req for the Reply's checks.
-func (c *conn) request() ([]byte, bool) {
+// mpaBufLen is the size of the largest MPA Request or Reply the fabric
+// sends: each is built in a buffer of that size on its writer's stack (the
+// write copies what the socket does not take).
+const mpaBufLen = iwarp.MPAHeaderLen + iwarp.IRDORDLen + iwarp.MaxPrivateData
+
+// request appends the MPA Request of an active connection to buf and keeps
+// it in c.req for the Reply's checks.
+func (c *conn) request(buf []byte) ([]byte, bool) {
 	f := iwarp.MPAFrame{
-		Rev: iwarp.MPARev2, Enhanced: true, CRC: c.f.opts.crc,
+		Rev: iwarp.MPARev2, Enhanced: true, CRC: c.fab().opts.crc,
 		IRD: uint16(clampRd(c.param.ResponderResources)), ORD: uint16(clampRd(c.param.InitiatorDepth)),
 		PrivateData: c.param.PrivateData,
 	}
 	c.offerP2P(&f)
 	c.req = f
-	b, err := iwarp.AppendMPA(make([]byte, 0, f.Len()), &f)
+	b, err := iwarp.AppendMPA(buf, &f)
 	return b, err == nil
 }
 
@@ -340,7 +357,7 @@ func (c *conn) parseReply() {
 	ep := c.ep
 	switch {
 	case err != nil || !f.Reply:
-		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA reply")
+		c.fab().log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA reply")
 		c.failConnect(syscall.EPROTO)
 		return
 	case f.Reject:
@@ -357,7 +374,7 @@ func (c *conn) parseReply() {
 	}
 	rtr, err := c.chosenRTR(&f)
 	if err != nil {
-		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA reply")
+		c.fab().log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA reply")
 		c.failConnect(syscall.EPROTO)
 		return
 	}
@@ -400,7 +417,7 @@ func (c *conn) parseRequest() {
 		c.finishClose()
 		return
 	case err != nil || f.Reply || n != len(c.rbuf):
-		c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA request dropped")
+		c.fab().log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA request dropped")
 		c.closeNow()
 		return
 	}
@@ -413,7 +430,7 @@ func (c *conn) parseRequest() {
 	if !lis.admit(c) {
 		// The backlog is full of requests the user has not answered:
 		// refuse with a reset, as a full iWARP listener does.
-		c.f.log.Debug().Int("fd", c.fd).Msg("listener backlog full, connection refused")
+		c.fab().log.Debug().Int("fd", c.fd).Msg("listener backlog full, connection refused")
 		_ = unix.SetsockoptLinger(c.fd, unix.SOL_SOCKET, unix.SO_LINGER, &unix.Linger{Onoff: 1, Linger: 0})
 		c.closeNow()
 		return
@@ -449,7 +466,8 @@ func (c *conn) accept(p *fabric.ConnParam) error {
 	if c.state != csReqRecv {
 		return syscall.ECONNRESET
 	}
-	b, p2p, err := c.acceptReply(p)
+	var buf [mpaBufLen]byte
+	b, p2p, err := c.acceptReply(buf[:0], p)
 	if err != nil {
 		return err
 	}
@@ -474,10 +492,11 @@ func (c *conn) acceptDirect(p *fabric.ConnParam) (bool, error) {
 	if c.state != csReqRecv {
 		return true, syscall.ECONNRESET
 	}
-	if !c.grantsP2P() && c.f.opts.rc.responderHold() < 0 {
+	if !c.grantsP2P() && c.fab().opts.rc.responderHold() < 0 {
 		return false, nil // the data path may write at once
 	}
-	b, p2p, err := c.acceptReply(p)
+	var buf [mpaBufLen]byte
+	b, p2p, err := c.acceptReply(buf[:0], p)
 	if err != nil {
 		return true, err
 	}
@@ -495,13 +514,13 @@ func (c *conn) acceptDirect(p *fabric.ConnParam) (bool, error) {
 	return true, nil
 }
 
-// acceptReply builds the MPA Reply accepting the request with p, settling
-// the connection's IRD, ORD and CRC; p2p reports whether P2P mode is
-// granted.
-func (c *conn) acceptReply(p *fabric.ConnParam) (b []byte, p2p bool, err error) {
+// acceptReply appends to buf the MPA Reply accepting the request with p,
+// settling the connection's IRD, ORD and CRC; p2p reports whether P2P mode
+// is granted.
+func (c *conn) acceptReply(buf []byte, p *fabric.ConnParam) (b []byte, p2p bool, err error) {
 	r := iwarp.MPAFrame{
 		Reply: true, Rev: c.req.Rev, Enhanced: c.req.Enhanced, Flags: c.req.Flags,
-		CRC: c.req.CRC || c.f.opts.crc, PrivateData: p.PrivateData,
+		CRC: c.req.CRC || c.fab().opts.crc, PrivateData: p.PrivateData,
 	}
 	c.ird, c.ord = uint16(clampRd(p.ResponderResources)), uint16(clampRd(p.InitiatorDepth))
 	if c.req.HasIRDORD() {
@@ -510,7 +529,7 @@ func (c *conn) acceptReply(p *fabric.ConnParam) (b []byte, p2p bool, err error) 
 	}
 	r.IRD, r.ORD = c.ird, c.ord
 	p2p = c.replyRTR(&r)
-	b, err = iwarp.AppendMPA(make([]byte, 0, r.Len()), &r)
+	b, err = iwarp.AppendMPA(buf, &r)
 	if err != nil {
 		return nil, false, syscall.EINVAL
 	}
@@ -577,7 +596,7 @@ func (c *conn) finishClose() {
 	}
 	c.state = csClosing
 	c.closeOK = true
-	c.armTimer(c.f.opts.linger)
+	c.armTimer(c.fab().opts.linger)
 	if len(c.wbuf) == 0 {
 		_ = unix.Shutdown(c.fd, unix.SHUT_WR)
 	}
@@ -610,14 +629,14 @@ func (c *conn) onTimeout() {
 	case csConnecting, csReqSent:
 		c.failConnect(syscall.ETIMEDOUT)
 	default:
-		c.f.log.Debug().Int("fd", c.fd).Uint8("state", uint8(c.state)).Msg("connection timed out, closing")
+		c.fab().log.Debug().Int("fd", c.fd).Uint8("state", uint8(c.state)).Msg("connection timed out, closing")
 		c.closeNow()
 	}
 }
 
 // protocolError closes a connection whose peer broke the protocol.
 func (c *conn) protocolError(err error) {
-	c.f.log.Debug().Err(err).Int("fd", c.fd).Msg("protocol error, closing")
+	c.fab().log.Debug().Err(err).Int("fd", c.fd).Msg("protocol error, closing")
 	if c.state == csReqSent {
 		c.failConnect(syscall.EPROTO)
 		return
@@ -805,7 +824,7 @@ func (c *conn) destroy() {
 // offerP2P asks for peer-to-peer mode in an MPA Request when the fabric is
 // configured for it.
 func (c *conn) offerP2P(f *iwarp.MPAFrame) {
-	if rtr := c.f.opts.rc.offer(); rtr != 0 {
+	if rtr := c.fab().opts.rc.offer(); rtr != 0 {
 		f.P2P, f.WriteRTR, f.ReadRTR = true, rtr&RTRWrite != 0, rtr&RTRRead != 0
 	}
 }

@@ -3,6 +3,9 @@ package soft
 import (
 	"testing"
 	"unsafe"
+
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/internal/iwarp"
 )
 
 // TestConnSize: every connection of a server holds a conn, so it must stay
@@ -34,5 +37,45 @@ func TestEndpointSize(t *testing.T) {
 func TestRCPathSize(t *testing.T) {
 	if n := unsafe.Sizeof(rcPath{}); n > 352 {
 		t.Fatalf("rcPath is %d bytes, want at most 352", n)
+	}
+}
+
+// TestMPAFramesOnStack: the MPA Request and Reply are built in their
+// writer's stack buffer (the write copies what the socket does not take),
+// not in a slice allocated per connection, and parse back as sent.
+func TestMPAFramesOnStack(t *testing.T) {
+	f := New(WithName("mpa-stack"))
+	defer f.Quiesce()
+	pd := []byte("private")
+	act := &conn{l: &loop{eng: &f.eng}, active: true, param: fabric.ConnParam{PrivateData: pd, ResponderResources: 4, InitiatorDepth: 2}}
+	var buf [mpaBufLen]byte
+	var req []byte
+	if n := testing.AllocsPerRun(50, func() {
+		b, ok := act.request(buf[:0])
+		if !ok {
+			t.Fatal("request not built")
+		}
+		req = b
+	}); n != 0 {
+		t.Errorf("MPA Request: %.0f allocations, want 0", n)
+	}
+	var got iwarp.MPAFrame
+	if _, err := iwarp.ParseMPA(req, &got); err != nil || got.Reply || string(got.PrivateData) != "private" || got.IRD != 4 || got.ORD != 2 {
+		t.Fatalf("request parses as %+v, %v", got, err)
+	}
+	pas := &conn{l: act.l, req: got}
+	pas.req.PrivateData = nil
+	var rep []byte
+	if n := testing.AllocsPerRun(50, func() {
+		b, _, err := pas.acceptReply(buf[:0], &fabric.ConnParam{PrivateData: pd, ResponderResources: 2, InitiatorDepth: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep = b
+	}); n != 0 {
+		t.Errorf("MPA Reply: %.0f allocations, want 0", n)
+	}
+	if _, err := iwarp.ParseMPA(rep, &got); err != nil || !got.Reply || got.Reject || string(got.PrivateData) != "private" {
+		t.Fatalf("reply parses as %+v, %v", got, err)
 	}
 }

@@ -51,7 +51,7 @@ func newFuzzConnSized(tb testing.TB, crc bool, base int) *fuzzConn {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	c := &conn{l: l, f: f, fd: fds[0], state: csRTS, ep: ep, crc: crc, ird: 2, ord: 2}
+	c := &conn{l: l, fd: fds[0], state: csRTS, ep: ep, crc: crc, ird: 2, ord: 2}
 	if c.gen, err = l.register(c.fd, poll.In|poll.RDHup, c); err != nil {
 		tb.Fatal(err)
 	}

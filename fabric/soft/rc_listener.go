@@ -38,6 +38,7 @@ type listener struct {
 	pending atomic.Int32 // reported requests not yet read (nor answered) by the user
 	closed  bool
 	paused  bool
+	nodelay bool     // the listening socket has TCP_NODELAY, which Linux gives every socket it accepts
 	waiting halfOpen // accepted connections whose MPA Request has not come yet
 }
 
@@ -67,7 +68,6 @@ func (h *halfOpen) add(c *conn, src netip.Addr) {
 		l = list.New()
 		h.bySource[src] = l
 	}
-	c.src = src
 	c.inPool = h.all.PushBack(c)
 	c.inSource = l.PushBack(c)
 }
@@ -78,10 +78,11 @@ func (h *halfOpen) remove(c *conn) {
 		return
 	}
 	h.all.Remove(c.inPool)
-	l := h.bySource[c.src]
+	src := sourceOf(c.peer)
+	l := h.bySource[src]
 	l.Remove(c.inSource)
 	if l.Len() == 0 {
-		delete(h.bySource, c.src)
+		delete(h.bySource, src)
 	}
 	c.inPool, c.inSource = nil, nil
 }
@@ -114,7 +115,7 @@ func (s *listener) makeRoom(l func() *list.List, n int) {
 			c.mu.Unlock()
 			continue // its Request came (or it closed)
 		}
-		s.f.log.Debug().Int("fd", c.fd).Stringer("from", c.src).Msg("connection without MPA Request evicted")
+		s.f.log.Debug().Int("fd", c.fd).Stringer("from", c.peer).Msg("connection without MPA Request evicted")
 		c.closeNow()
 		c.mu.Unlock()
 	}
@@ -156,10 +157,14 @@ func (s *listener) onEvents(uint32) {
 		}
 		// acquire returned this same loop: a listener holds a reference, so
 		// the loop cannot have stopped.
-		c := &conn{l: s.l, f: s.f, fd: fd, state: csWaitReq, lis: s}
-		s.waiting.add(c, src)
+		// The pool holds the connection only while its Request is to
+		// come: most often it is in already (startPassive).
+		c := &conn{l: s.l, fd: fd, state: csWaitReq, lis: s, peer: peer}
 		c.mu.Lock()
 		c.startPassive()
+		if c.state == csWaitReq {
+			s.waiting.add(c, src)
+		}
 		c.mu.Unlock()
 	}
 }
@@ -200,7 +205,7 @@ func (s *listener) backoff(err error) {
 
 // newChild makes the endpoint of a connection request.
 func (s *listener) newChild(c *conn) (*endpoint, error) {
-	return s.ep.rc().newChild(c, localAddr(c.fd), peerAddr(c.fd))
+	return s.ep.rc().newChild(c, c.peer)
 }
 
 // close stops listening and closes the connections still waiting for their

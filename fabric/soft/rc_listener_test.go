@@ -245,3 +245,125 @@ func TestListenerDestroyRejectsPendingRequests(t *testing.T) {
 		t.Fatalf("server channel still holds %s", ev.Type)
 	}
 }
+
+// TestRequestInWithConnection: a connection whose MPA Request is in by the
+// time the listener accepts it (on loopback the initiator writes it as
+// connect(2) returns) is answered in the same pass, without a wait for the
+// socket's readiness nor the request timer: even with a request timeout of
+// 1 ns, every such request is reported. Before, each accepted connection
+// armed its timer first and was read on the loop's next look, and the
+// timers of a batch of accepts fired before that look (connections
+// closed, their initiators REJECTED).
+func TestRequestInWithConnection(t *testing.T) {
+	sf, cf := soft.New(soft.WithName("srv-early"), soft.WithRequestTimeout(time.Nanosecond)), soft.New(soft.WithName("cli-early"))
+	defer sf.Quiesce()
+	defer cf.Quiesce()
+	sch, cch := newChannel(t, sf), newChannel(t, cf)
+	l := cmListen(t, sch, nil)
+	defer l.Destroy()
+
+	const n = 16
+	release := soft.HoldLoop(sf) // the accepts wait until every Request is in
+	defer release()
+	for k := 0; k < n; k++ {
+		connectRC(t, cch, l.LocalAddr(), "early")
+	}
+	release()
+	for k := 0; k < n; k++ {
+		ev, err := nextWithin(sch, 5*time.Second)
+		if err != nil {
+			t.Fatalf("request %d of %d: %v", k+1, n, err)
+		}
+		typ, pd := ev.Type, string(ev.Conn.PrivateData)
+		if typ == id.EventConnectRequest {
+			_ = ev.ID.Reject(nil)
+			_ = ev.ID.Destroy()
+		}
+		_ = ev.Ack()
+		if typ != id.EventConnectRequest || pd != "early" {
+			t.Fatalf("request %d of %d: got %s with %q", k+1, n, typ, pd)
+		}
+	}
+}
+
+// TestAcceptedConnAddrs: the new id of a request knows its addresses, the
+// peer's from accept4 and its own from the listener when that listens on
+// one address; only a wildcard listener asks the socket (getsockname).
+// Before, every accepted connection made getsockname and getpeername.
+func TestAcceptedConnAddrs(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		bind  netip.Addr
+		calls int // getsockname and getpeername calls per accepted connection
+	}{
+		{"one address", lo4, 0},
+		{"wildcard", netip.IPv4Unspecified(), 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sf, cf := soft.New(soft.WithName("srv-names")), soft.New(soft.WithName("cli-names"))
+			defer sf.Quiesce()
+			defer cf.Quiesce()
+			sch, cch := newChannel(t, sf), newChannel(t, cf)
+			l := mkID(t, sch, nil, id.PSTCP)
+			defer l.Destroy()
+			if err := l.Bind(netip.AddrPortFrom(tc.bind, 0)); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Listen(0); err != nil {
+				t.Fatal(err)
+			}
+			dst := netip.AddrPortFrom(lo4, l.LocalAddr().Port())
+			cli := mkID(t, cch, nil, id.PSTCP)
+			defer cli.Destroy()
+			resolve(t, cch, cli, dst)
+			var ev *id.Event
+			calls := soft.CountSockNames(func() {
+				if err := cli.Connect(nil); err != nil {
+					t.Fatal(err)
+				}
+				ev = next(t, sch, id.EventConnectRequest)
+			})
+			child := ev.ID
+			defer child.Destroy()
+			_ = ev.Ack()
+			if got, want := child.LocalAddr(), dst; got != want {
+				t.Errorf("new id's local address %v, want %v", got, want)
+			}
+			if got, want := child.RemoteAddr(), cli.LocalAddr(); got != want {
+				t.Errorf("new id's remote address %v, want %v", got, want)
+			}
+			if calls != tc.calls {
+				t.Errorf("%d getsockname/getpeername calls for the connection, want %d", calls, tc.calls)
+			}
+		})
+	}
+}
+
+// TestAcceptedNoDelay: the listening socket has TCP_NODELAY, which Linux
+// copies to the sockets it accepts, so that an accepted connection needs
+// no setsockopt of its own; both ends have it.
+func TestAcceptedNoDelay(t *testing.T) {
+	sf, cf := soft.New(soft.WithName("srv-nodelay")), soft.New(soft.WithName("cli-nodelay"))
+	defer sf.Quiesce()
+	defer cf.Quiesce()
+	sch, cch := newChannel(t, sf), newChannel(t, cf)
+	l := cmListen(t, sch, nil)
+	defer l.Destroy()
+	if !soft.NoDelay(l.Endpoint()) {
+		t.Error("listening socket without TCP_NODELAY")
+	}
+	cli := connectRC(t, cch, l.LocalAddr(), "")
+	ev := next(t, sch, id.EventConnectRequest)
+	child := ev.ID
+	defer child.Destroy()
+	_ = ev.Ack()
+	if err := child.Accept(nil); err != nil {
+		t.Fatal(err)
+	}
+	ack(t, next(t, cch, id.EventEstablished))
+	for _, e := range []*id.ID{child, cli} {
+		if !soft.NoDelay(e.Endpoint()) {
+			t.Errorf("id %v: connection without TCP_NODELAY", e.LocalAddr())
+		}
+	}
+}

@@ -207,10 +207,10 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 	c.rts = true
 	p := c.newPath(rtr)
 	if passive {
-		switch hold := c.f.opts.rc.responderHold(); {
+		switch hold := c.fab().opts.rc.responderHold(); {
 		case p2p:
 			p.hold, p.waitRTR = true, true
-			p.arm(c.f.opts.requestTimeout, p.rtrTimeout)
+			p.arm(c.fab().opts.requestTimeout, p.rtrTimeout)
 		case hold >= 0:
 			p.hold = true
 			p.arm(hold, p.release)
@@ -885,7 +885,7 @@ func (p *rcPath) abort(why error, st fabric.WCStatus) {
 	}
 	p.shutdown()
 	if why != nil && p.waitRTR {
-		p.c.f.log.Debug().Err(why).Int("fd", p.c.fd).Msg("P2P connection failed")
+		p.c.fab().log.Debug().Err(why).Int("fd", p.c.fd).Msg("P2P connection failed")
 	}
 	p.c.ep.reportDisconnect(0)
 }

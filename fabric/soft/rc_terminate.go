@@ -73,7 +73,7 @@ func (p *rcPath) rxTerminate(h *iwarp.Header, attached []byte) {
 		iwarp.Opcode(attached[3]&0x0f) == iwarp.OpReadRequest {
 		st = termStatus(&t)
 	}
-	p.c.f.log.Debug().Int("fd", p.c.fd).Str("layer", t.Layer.String()).Uint8("etype", t.EType).
+	p.c.fab().log.Debug().Int("fd", p.c.fd).Str("layer", t.Layer.String()).Uint8("etype", t.EType).
 		Uint8("ecode", t.ECode).Msg("Terminate from the peer, closing")
 	p.abort(nil, st)
 	p.c.closeNow()
@@ -99,7 +99,7 @@ func (p *rcPath) terminateAt(t iwarp.Terminate, u []byte, ulen int, why error) {
 			t.R = t.Layer == iwarp.LayerRDMAP
 		}
 	}
-	p.c.f.log.Debug().Err(why).Int("fd", p.c.fd).Str("layer", t.Layer.String()).Uint8("etype", t.EType).
+	p.c.fab().log.Debug().Err(why).Int("fd", p.c.fd).Str("layer", t.Layer.String()).Uint8("etype", t.EType).
 		Uint8("ecode", t.ECode).Msg("protocol error, sending Terminate and closing")
 	// Keep the FPDU being written whole, drop those not started.
 	end := 0

@@ -53,7 +53,9 @@ func (t *rcTransport) listenLocked(backlog int) error {
 		return err
 	}
 	ep.bind.takeFD()
-	lis := &listener{l: l, f: ep.f, ep: ep, fd: fd, backlog: backlog}
+	// Set here once rather than on every accepted socket (Linux copies it).
+	nodelay := unix.SetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY, 1) == nil
+	lis := &listener{l: l, f: ep.f, ep: ep, fd: fd, backlog: backlog, nodelay: nodelay}
 	t.lis = lis
 	l.post(lis.start)
 	return nil
@@ -94,7 +96,7 @@ func (t *rcTransport) connect(p *fabric.ConnParam) error {
 	ep.bind.takeFD()
 	param := *p
 	param.PrivateData = append([]byte(nil), p.PrivateData...)
-	c := &conn{l: l, f: ep.f, fd: fd, state: csConnecting, active: true, ep: ep, param: param}
+	c := &conn{l: l, fd: fd, state: csConnecting, active: true, ep: ep, param: param}
 	remote := ep.remote
 	ep.mu.Unlock()
 
@@ -140,8 +142,8 @@ const maxRedials = 8
 func (t *rcTransport) dial(c *conn, remote netip.AddrPort) error {
 	ep := t.ep
 	for tries := 0; ; tries++ {
-		ep.applySockopts(c.fd, c.param.RetryCount)
-		err := unix.Connect(c.fd, sockaddr(remote))
+		ep.applySockopts(c.fd, c.param.RetryCount, false)
+		err := connectTo(c.fd, remote)
 		if err != unix.EADDRNOTAVAIL || tries == maxRedials {
 			return err
 		}
@@ -181,7 +183,7 @@ func (t *rcTransport) accept(uid uint64, p *fabric.ConnParam) error {
 	ep.mu.Unlock()
 	c.mu.Lock()
 	if c.state == csReqRecv {
-		ep.applySockopts(c.fd, 7)
+		ep.applySockopts(c.fd, 7, c.lis != nil && c.lis.nodelay)
 	}
 	done, err := c.acceptDirect(p)
 	c.mu.Unlock()
@@ -197,7 +199,7 @@ func (t *rcTransport) accept(uid uint64, p *fabric.ConnParam) error {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.state == csReqRecv {
-			ep.applySockopts(c.fd, 7)
+			ep.applySockopts(c.fd, 7, c.lis != nil && c.lis.nodelay)
 		}
 		err = c.accept(&param)
 	})
@@ -308,12 +310,20 @@ func (t *rcTransport) destroy() {
 	}
 }
 
-// newChild makes the endpoint of a connection request arriving on ep.
-func (t *rcTransport) newChild(c *conn, local, remote netip.AddrPort) (*endpoint, error) {
+// newChild makes the endpoint of a connection request arriving on ep from
+// remote. The connection's local address is the listener's when it listens
+// on one address (a wildcard or a zoned address asks the socket).
+func (t *rcTransport) newChild(c *conn, remote netip.AddrPort) (*endpoint, error) {
 	ep := t.ep
 	ep.mu.Lock()
-	src, opt := ep.src, ep.opt
+	src, opt, local := ep.src, ep.opt, ep.local
 	ep.mu.Unlock()
+	if a := local.Addr(); !a.IsValid() || a.IsUnspecified() || a.Zone() != "" || local.Port() == 0 {
+		local = localAddr(c.fd)
+	}
+	if !remote.IsValid() {
+		remote = peerAddr(c.fd)
+	}
 	dev, _ := ep.f.devs.byLocalAddr(local.Addr())
 	child := newEndpoint(ep.f, ep.ps, fabric.RC)
 	child.src, child.local, child.remote, child.dev = src, local, remote, dev

@@ -56,6 +56,11 @@ const (
 	modeGet  = iota // a single reply message (or NLMSG_ERROR)
 	modeDump        // NLM_F_MULTI messages ended by NLMSG_DONE
 	modeAck         // NLM_F_ACK: ended by NLMSG_ERROR (error 0 = success)
+
+	// modeSmall, or-ed into modeGet, marks a request whose answer is one
+	// short message (a route, a neighbour: a few hundred bytes, far below
+	// the 32 KiB buffer), read without a peek first (socket.recvSmall).
+	modeSmall = 1 << 4
 )
 
 // reply tracks one request/response exchange. It is independent of the
@@ -143,9 +148,17 @@ func (c *Conn) roundTrip(op string, seq uint32, mode int, fn func(typ uint16, pa
 	if err := c.s.send(c.req.finish()); err != nil {
 		return false, err
 	}
-	r := reply{op: op, seq: seq, pid: c.s.pid, mode: mode}
+	small := mode&modeSmall != 0 && len(c.s.buf) >= initialBufSize
+	r := reply{op: op, seq: seq, pid: c.s.pid, mode: mode &^ modeSmall}
 	for {
-		n, from, err := c.s.recv(0)
+		var n int
+		var from uint32
+		var err error
+		if small {
+			n, from, err = c.s.recvSmall()
+		} else {
+			n, from, err = c.s.recv(0)
+		}
 		if err != nil {
 			c.dirty = true
 			return false, os.NewSyscallError("recvfrom", err)

@@ -114,7 +114,7 @@ func (c *Conn) neighGet(index int, addr netip.Addr) (Neigh, error) {
 	c.req.attrAddr(unix.NDA_DST, addr)
 	var n Neigh
 	got := false
-	_, err := c.roundTrip("RTM_GETNEIGH", seq, modeGet, func(typ uint16, p []byte) error {
+	_, err := c.roundTrip("RTM_GETNEIGH", seq, modeGet|modeSmall, func(typ uint16, p []byte) error {
 		if typ != unix.RTM_NEWNEIGH {
 			return malformed("RTM_GETNEIGH answered with message type %d", typ)
 		}

@@ -373,7 +373,7 @@ func (c *Conn) routeRequest(dst, src netip.Addr, oif int) (Route, int, error) {
 	}
 	var r Route
 	got := false
-	_, err = c.roundTrip("RTM_GETROUTE", seq, modeGet, func(typ uint16, p []byte) error {
+	_, err = c.roundTrip("RTM_GETROUTE", seq, modeGet|modeSmall, func(typ uint16, p []byte) error {
 		if typ != unix.RTM_NEWROUTE {
 			return malformed("RTM_GETROUTE answered with message type %d", typ)
 		}
