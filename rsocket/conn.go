@@ -85,7 +85,9 @@ type Conn struct {
 	// the Write itself, or of a zero-length Write (InfiniBand, RoCE).
 	// Either way the receiving side takes both forms.
 	msgSend bool
-	swr     fabric.SendWR // postImm's work request, under mu
+	swr     fabric.SendWR    // postImm's work request, under mu
+	swl     [2]fabric.SendWR // postWriteMsg's Write and Send, under mu
+	mword   [msgSize]byte    // the message word postWriteMsg's Send carries, under mu
 
 	mu        sync.Mutex
 	phase     phase

@@ -295,16 +295,30 @@ func (c *Conn) postMsg(m uint32, wrid uint64) error {
 // postWriteMsg writes buf into the peer's memory at addr/rkey and
 // announces it with message word m, as rs_post_write_msg: one RDMA Write
 // with Immediate, or with msgSend an unsignaled Write followed by the
-// word as a Send (placed after the Write's data, as RC orders them). Both
-// forms complete once, as wrid. Called with mu held.
+// word as a Send (placed after the Write's data, as RC orders them),
+// posted as one list (fabric.PostSendList: on the software fabric both
+// leave with one write(2)). Both forms complete once, as wrid. The work
+// requests are the connection's own (the QP copies them), so posting
+// allocates nothing. Called with mu held.
 func (c *Conn) postWriteMsg(wrid uint64, buf []byte, mr id.MR, flags id.SendFlags, addr uint64, rkey, m uint32) error {
 	if !c.msgSend {
 		return c.postImm(wrid, buf, mr, flags, addr, rkey, m)
 	}
-	if err := c.cm.PostWrite(wrid, buf, mr, flags, addr, rkey); err != nil {
-		return err
+	wl := &c.swl
+	wl[0] = fabric.SendWR{WRID: wrid, Opcode: fabric.WRWrite, Flags: flags, Buf: buf, MR: mr,
+		RemoteAddr: addr, RKey: rkey}
+	wl[1] = fabric.SendWR{WRID: wrid, Opcode: fabric.WRSend, Flags: id.SendInline | id.SendSignaled,
+		Buf: c.order.AppendUint32(c.mword[:0], m)}
+	n, err := fabric.PostSendList(c.qp, wl[:])
+	*wl = [2]fabric.SendWR{}
+	if err != nil {
+		op := "post_write"
+		if n > 0 {
+			op = "post_send"
+		}
+		return fmt.Errorf("%s: %w", op, err)
 	}
-	return c.postMsg(m, wrid)
+	return nil
 }
 
 // postImm posts a signaled RDMA Write with Immediate of buf with
