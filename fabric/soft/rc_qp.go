@@ -22,7 +22,8 @@ package soft
 //     completed on the posting goroutine (rcPath.post); the loop takes
 //     over when the socket is full, when it is busy with the connection,
 //     and for the rest of a burst of posts, which it packs into large
-//     writes.
+//     writes. A list posted at once (PostSendList) is one post: its
+//     FPDUs go out together, with one write(2) when the socket takes them.
 //     DestroyQP drops the Reads the peer asked for and any message in
 //     flight; if there was one, the connection ends with a Terminate.
 //   - Sends and Writes complete once their last byte is handed to TCP;
