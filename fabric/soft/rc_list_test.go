@@ -16,7 +16,7 @@ type oneByOne struct{ fabric.QP }
 // TestRCPostSendListOneWrite posts an RDMA Write and the Send that
 // announces it, as rsockets does for every message, on an idle
 // connection: as a list the two leave with one write(2) (SentWrites),
-// one PostSend after the other they take two. Both ways the peer finds
+// one PostSend after the other they mostly take two. Both ways the peer finds
 // the Write's data when the Send arrives, and the completions come in
 // posting order. The initiator asks for no P2P mode, so that no repeated
 // RTR (a write of its own) is counted, and no test of the package runs
@@ -24,13 +24,11 @@ type oneByOne struct{ fabric.QP }
 func TestRCPostSendListOneWrite(t *testing.T) {
 	const rounds, n = 20, 64
 	for _, tc := range []struct {
-		name      string
-		list      bool
-		perRound  uint64 // writes per round, exactly (list) or at least (one by one)
-		exactOnly bool
+		name string
+		list bool
 	}{
-		{name: "list", list: true, perRound: 1, exactOnly: true},
-		{name: "one-by-one", list: false, perRound: 2},
+		{name: "list", list: true},
+		{name: "one-by-one", list: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := newPair(t, pairOpts{srvFab: soft.New(), cliFab: soft.New(soft.WithP2P(0))})
@@ -78,8 +76,13 @@ func TestRCPostSendListOneWrite(t *testing.T) {
 				sameBytes(t, word, []byte{byte(r), 0, 0, 0})
 			}
 			t.Logf("%d rounds, %d write(2)s", rounds, writes)
-			if tc.exactOnly && writes != rounds*tc.perRound || writes < rounds*tc.perRound {
-				t.Fatalf("%d rounds of a Write and a Send took %d write(2)s, want %d", rounds, writes, rounds*tc.perRound)
+			switch {
+			case tc.list && writes != rounds:
+				t.Fatalf("%d lists of a Write and a Send took %d write(2)s, want one each", rounds, writes)
+			case !tc.list && writes <= rounds:
+				// Mostly two each; one where the loop was busy with the
+				// connection and took both (rcPath.post).
+				t.Fatalf("%d Writes and Sends posted one by one took %d write(2)s, want more than %d", rounds, writes, rounds)
 			}
 			_ = p.srv.qp.DeregMR(dmr)
 			_ = p.cli.qp.DeregMR(smr)
