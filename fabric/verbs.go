@@ -275,6 +275,62 @@ type QP interface {
 	Destroy() error
 }
 
+// SendListPoster is implemented by queue pairs that post a list of send
+// work requests at once, as ibv_post_send posts a chained list: the
+// requests are taken in order, each validated as PostSend validates it,
+// and queued in one go, so that a fabric may put them on the wire
+// together (the software fabric writes the FPDUs of a list with one
+// system call when the connection is idle). It returns how many requests
+// were posted: all of them, or, with the error of the first request that
+// could not be posted (malformed: EINVAL; no room left in the send queue:
+// ENOMEM), the index of that request, as ibv_post_send's bad_wr. The
+// requests before it stay posted and complete as usual; the ones from it
+// on are not posted. A QP not in RTS refuses the first request (EINVAL),
+// so nothing is posted. The work requests are copied before it returns.
+// Fabrics need not implement it: PostSendList falls back to PostSend.
+type SendListPoster interface {
+	PostSendList(wrs []SendWR) (int, error)
+}
+
+// PostSendList posts wrs on qp in order, as one ibv_post_send of a
+// chained list: with qp's own PostSendList where it implements
+// SendListPoster, else with one PostSend per request, stopping at the
+// first that fails. Either way it returns how many were posted, and with
+// an error the index of the request that failed (see SendListPoster).
+func PostSendList(qp QP, wrs []SendWR) (int, error) {
+	if lp, ok := qp.(SendListPoster); ok {
+		return lp.PostSendList(wrs)
+	}
+	for k := range wrs {
+		if err := qp.PostSend(&wrs[k]); err != nil {
+			return k, err
+		}
+	}
+	return len(wrs), nil
+}
+
+// InProcessCompleter is implemented by fabrics that say where their work
+// completions are made. A fabric whose completions are made by goroutines
+// of this process (the software fabric) reports true: the goroutine that
+// queues a completion wakes a CQ.Wait at once, so a caller waiting for a
+// completion should block in Wait rather than spin on Poll first (a
+// spinning caller keeps the Go scheduler busy and delays the very
+// goroutine that would make the completion), and a consumer may poll the
+// queues itself instead of registering them with a reactor. A fabric that
+// does not implement it, or reports false, is taken to make them outside
+// the process (a device, the kernel: the kernel fabric), where spinning
+// before blocking pays.
+type InProcessCompleter interface {
+	CompletesInProcess() bool
+}
+
+// CompletesInProcess reports whether fabric f declares that its
+// completions are made by goroutines of this process (InProcessCompleter).
+func CompletesInProcess(f Fabric) bool {
+	c, ok := f.(InProcessCompleter)
+	return ok && c.CompletesInProcess()
+}
+
 // QPCreator is implemented by endpoints of fabrics with a data path.
 type QPCreator interface {
 	// CreateQP creates the endpoint's queue pair.

@@ -224,6 +224,23 @@ func (i *ID) post(op string, w fabric.SendWR) error {
 	return wrap(op, err)
 }
 
+// PostSendList posts the send work requests wrs in order, as one
+// ibv_post_send of a chained list (see fabric.SendListPoster): on fabrics
+// whose QPs take a list (the software fabric) they are queued in one go
+// and may leave in one write, elsewhere they are posted one by one. It
+// returns how many were posted: all of them, or the index of the first
+// request that could not be (ibv_post_send's bad_wr) with its error, the
+// ones before it posted. The requests are copied: wrs may be reused at
+// once.
+func (i *ID) PostSendList(wrs []SendWR) (int, error) {
+	qp, err := i.needQP("post_send")
+	if err != nil {
+		return 0, err
+	}
+	n, err := fabric.PostSendList(qp, wrs)
+	return n, wrap("post_send", err)
+}
+
 // GetSendComp waits for the next send completion, as rdma_get_send_comp.
 // On error there is no completion: the WC returned then has Status
 // WCGeneralErr (never WCSuccess) and no other field set.

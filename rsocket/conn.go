@@ -86,6 +86,15 @@ type Conn struct {
 	// Either way the receiving side takes both forms.
 	msgSend bool
 	swr     fabric.SendWR // postImm's work request, under mu
+	// The Writes and Sends of messages posted as one list (postWriteMsg,
+	// postMsgs) and the message words the Sends carry, under mu: one
+	// message, or the data messages of one Write batched (batch).
+	mwr   [2 * batchMsgs]fabric.SendWR
+	mword [batchMsgs][msgSize]byte
+	mn    int  // messages in mwr
+	mlen  int  // their data bytes
+	batch bool // postWriteMsg may leave its message in mwr (Write's postData)
+	lists bool // the QP posts lists (fabric.SendListPoster): Write batches its messages
 
 	mu        sync.Mutex
 	phase     phase
@@ -194,6 +203,7 @@ func (c *Conn) createEP() error {
 		return err
 	}
 	c.qp = c.cm.QP()
+	_, c.lists = c.qp.(fabric.SendListPoster)
 	c.rbuf = make([]byte, cfg.recvBuf)
 	c.mbuf = make([]byte, c.nslots*msgSize)
 	c.tbuf = make([]byte, len(c.tsgl)*sgeLen+cfg.iomapSize*iomapLen)

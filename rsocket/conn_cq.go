@@ -295,16 +295,56 @@ func (c *Conn) postMsg(m uint32, wrid uint64) error {
 // postWriteMsg writes buf into the peer's memory at addr/rkey and
 // announces it with message word m, as rs_post_write_msg: one RDMA Write
 // with Immediate, or with msgSend an unsignaled Write followed by the
-// word as a Send (placed after the Write's data, as RC orders them). Both
-// forms complete once, as wrid. Called with mu held.
+// word as a Send (placed after the Write's data, as RC orders them),
+// posted as one list (fabric.PostSendList: on the software fabric both
+// leave with one write(2)). Both forms complete once, as wrid. With
+// batch (a Write's data messages) the message may stay in mwr, to go
+// with the next ones: up to batchMsgs messages or maxXfer bytes, and
+// postMsgs posts what is left. The work requests are the connection's
+// own (the QP copies them), so posting allocates nothing. Called with mu
+// held.
 func (c *Conn) postWriteMsg(wrid uint64, buf []byte, mr id.MR, flags id.SendFlags, addr uint64, rkey, m uint32) error {
 	if !c.msgSend {
 		return c.postImm(wrid, buf, mr, flags, addr, rkey, m)
 	}
-	if err := c.cm.PostWrite(wrid, buf, mr, flags, addr, rkey); err != nil {
-		return err
+	k := c.mn
+	c.mwr[2*k] = fabric.SendWR{WRID: wrid, Opcode: fabric.WRWrite, Flags: flags, Buf: buf, MR: mr,
+		RemoteAddr: addr, RKey: rkey}
+	c.mwr[2*k+1] = fabric.SendWR{WRID: wrid, Opcode: fabric.WRSend, Flags: id.SendInline | id.SendSignaled,
+		Buf: c.order.AppendUint32(c.mword[k][:0], m)}
+	c.mn++
+	c.mlen += len(buf)
+	if c.batch && c.mn < batchMsgs && c.mlen < maxXfer {
+		return nil
 	}
-	return c.postMsg(m, wrid)
+	return c.postMsgs()
+}
+
+// batchMsgs bounds the data messages of one Write posted as one list.
+// rsockets cuts a Write into messages that double from firstXfer (a
+// 4 KiB Write is two of 2 KiB), so that the first is on the wire while
+// the rest is copied; where the posting goroutine itself writes them to
+// the fabric's socket, as the software fabric does, each list is a
+// write(2), and the messages go faster together.
+const batchMsgs = 4
+
+// postMsgs posts the messages in mwr as one list. Called with mu held.
+func (c *Conn) postMsgs() error {
+	if c.mn == 0 {
+		return nil
+	}
+	wl := c.mwr[:2*c.mn]
+	n, err := fabric.PostSendList(c.qp, wl)
+	clear(wl)
+	c.mn, c.mlen = 0, 0
+	if err != nil {
+		op := "post_write"
+		if n%2 == 1 {
+			op = "post_send"
+		}
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	return nil
 }
 
 // postImm posts a signaled RDMA Write with Immediate of buf with

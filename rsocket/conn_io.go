@@ -95,21 +95,38 @@ func (c *Conn) Write(b []byte) (int, error) {
 	if expired(&c.wdl) {
 		return 0, c.opErr("write", os.ErrDeadlineExceeded)
 	}
-	n, olen := 0, firstXfer
+	// Where the QP posts lists, the messages of a Write of up to maxXfer
+	// bytes are batched (postWriteMsg) and posted before the Write waits
+	// or returns (a longer one posts its messages one by one, and the
+	// fabric's loop sends them while the rest is copied); posted counts
+	// the bytes of the messages posted, what a failed post leaves
+	// written.
+	n, posted, olen := 0, 0, firstXfer
+	batch := c.lists && len(b) <= maxXfer
 	c.mu.Lock()
 	for n < len(b) {
 		if err := c.writeErr(); err != nil {
+			if c.postMsgs() != nil {
+				n = posted
+			}
 			c.mu.Unlock()
 			return n, c.opErr("write", err)
 		}
 		left := len(b) - n
-		if !c.canSend(left) && !c.spin(spinWrite) {
-			c.mu.Unlock()
-			if err := c.block(&c.wwait, spinWrite, c.wwake, &c.wdl); err != nil {
-				return n, c.opErr("write", err)
+		if !c.canSend(left) {
+			if err := c.postMsgs(); err != nil {
+				c.down(fmt.Errorf("rsocket: post write: %w", err))
+				c.mu.Unlock()
+				return posted, c.opErr("write", err)
 			}
-			c.mu.Lock()
-			continue
+			if !c.spin(spinWrite) {
+				c.mu.Unlock()
+				if err := c.block(&c.wwait, spinWrite, c.wwake, &c.wdl); err != nil {
+					return n, c.opErr("write", err)
+				}
+				c.mu.Lock()
+				continue
+			}
 		}
 		x := left
 		if olen < left {
@@ -117,13 +134,22 @@ func (c *Conn) Write(b []byte) (int, error) {
 			olen = min(2*olen, maxXfer)
 		}
 		x = min(x, int(c.tsgl[c.tsge].Len))
+		c.batch = batch
 		k, err := c.postData(b[n : n+x])
+		c.batch = false
 		if err != nil {
 			c.down(fmt.Errorf("rsocket: post write: %w", err))
 			c.mu.Unlock()
-			return n, c.opErr("write", err)
+			return posted, c.opErr("write", err)
 		}
-		n += k
+		if n += k; c.mn == 0 {
+			posted = n
+		}
+	}
+	if err := c.postMsgs(); err != nil {
+		c.down(fmt.Errorf("rsocket: post write: %w", err))
+		c.mu.Unlock()
+		return posted, c.opErr("write", err)
 	}
 	c.mu.Unlock()
 	return n, nil
@@ -215,18 +241,23 @@ func (c *Conn) postData(p []byte) (int, error) {
 			clear(c.tbuf[c.tsge*sgeLen : (c.tsge+1)*sgeLen])
 		}
 		c.tsge = (c.tsge + 1) % len(c.tsgl)
+		// Posted at once, not batched: the peer offers the entry
+		// again only once it has this message.
+		c.batch = false
 	}
 	if err := c.postWriteMsg(sendID(kData, uint64(n), rel), buf, mr, flags, addr, key, msgWord(opData, uint32(len(buf)))); err != nil {
 		return 0, err
 	}
-	if testPostedData != nil {
+	if testPostedData != nil && c.mn == 0 {
 		testPostedData(c, sgeUsed, t.Len == 0)
 	}
 	return len(buf), nil
 }
 
-// testPostedData, set by tests only, runs after each data Write is posted
-// (mu held) with the target entry it wrote into and whether it used it up.
+// testPostedData, set by tests only, runs after each postData that posted
+// data Writes (mu held: one batched with the next ones is posted with
+// them), with the target entry the last of them wrote into and whether it
+// used it up.
 var testPostedData func(c *Conn, sge int, usedUp bool)
 
 // What spin waits for.

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/net/nettest"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/fabric/soft"
 )
 
 // pipe returns the two ends of a connection over the software fabric on
@@ -250,10 +251,22 @@ type namedFabric struct {
 
 func (f namedFabric) Name() string { return f.name }
 
+// declaredFabric is a named fabric that declares where its completions
+// are made (fabric.InProcessCompleter).
+type declaredFabric struct {
+	namedFabric
+	inProcess bool
+}
+
+func (f declaredFabric) CompletesInProcess() bool { return f.inProcess }
+
 // TestPollTime checks who spins before blocking: connections on the
 // software fabric block at once unless WithPollTime says otherwise (a
 // spinning caller there holds back the goroutines that make its
-// completions), connections on the kernel fabric poll for DefaultPollTime.
+// completions), connections on a fabric that does not declare its
+// completions made in process (the kernel fabric) poll for
+// DefaultPollTime. What decides is the declaration, not the fabric's
+// name (the kernel fabric may be registered under any name: WithName).
 func TestPollTime(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -273,15 +286,24 @@ func TestPollTime(t *testing.T) {
 		})
 	}
 	for _, tc := range []struct {
-		f    fabric.Fabric
-		want time.Duration
+		name   string
+		f      fabric.Fabric
+		want   time.Duration
+		direct bool
 	}{
-		{namedFabric{name: "kernel"}, DefaultPollTime},
-		{namedFabric{name: "soft"}, 0},
-		{nil, 0},
+		{"soft", soft.Default(), 0, true},
+		{"soft under another name", soft.New(soft.WithName("kernel")), 0, true},
+		{"undeclared kernel", namedFabric{name: "kernel"}, DefaultPollTime, false},
+		{"undeclared, named soft", namedFabric{name: "soft"}, DefaultPollTime, false},
+		{"declared outside, named soft", declaredFabric{namedFabric{name: "soft"}, false}, DefaultPollTime, false},
+		{"declared in process, named kernel", declaredFabric{namedFabric{name: "kernel"}, true}, 0, true},
+		{"none", nil, 0, true},
 	} {
 		if got := pollTimeFor(tc.f); got != tc.want {
-			t.Errorf("pollTimeFor(%v) = %v, want %v", tc.f, got, tc.want)
+			t.Errorf("%s: pollTimeFor = %v, want %v", tc.name, got, tc.want)
+		}
+		if got := inProcess(tc.f); got != tc.direct {
+			t.Errorf("%s: inProcess = %v, want %v", tc.name, got, tc.direct)
 		}
 	}
 }

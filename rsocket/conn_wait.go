@@ -64,10 +64,12 @@ func (w *cqWait) kick() {
 }
 
 // inProcess reports whether fabric f makes its completions on goroutines
-// of this process (the software fabric, anything but the kernel fabric):
-// there a blocked caller waits on the queue itself and does not spin
-// before it blocks.
-func inProcess(f fabric.Fabric) bool { return f == nil || f.Name() != "kernel" }
+// of this process, as it declares (fabric.InProcessCompleter: the
+// software fabric does, the kernel fabric does not): there a blocked
+// caller waits on the queue itself and does not spin before it blocks.
+// A fabric that declares nothing is taken to make them outside (a device,
+// the kernel), where the reactor polls the queues and callers spin.
+func inProcess(f fabric.Fabric) bool { return f == nil || fabric.CompletesInProcess(f) }
 
 // block waits, without mu held, until what the caller waits for (what, as
 // spin's) may be there, the connection is closed or the deadline dl

@@ -84,6 +84,47 @@ func TestBlockedReadWokenByQueue(t *testing.T) {
 	pingPong(t, c1, c2, 20, 6000)
 }
 
+// TestWaitsFollowDeclaration checks that what the fabric declares
+// (fabric.InProcessCompleter), not its name, decides how a blocked
+// caller waits: on a fabric declaring its completions made in process,
+// even one named "kernel", callers wait on the queues (direct) without
+// spinning and the reactor does not poll them; on one that does not
+// declare it, even a software one, the reactor polls the queues and
+// callers spin for DefaultPollTime, then wait for the reactor's wake-up.
+// Messages flow either way, Writes blocking for credits included.
+func TestWaitsFollowDeclaration(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		f      *immFabric
+		direct bool
+	}{
+		{"in process, named kernel", kernFabric, true},
+		{"not declared in process", outFabric, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c1, c2, stop := pipe(t, WithFabric(tc.f), WithRecvBuffer(4096), WithRQSize(16))
+			defer stop()
+			wantPoll := DefaultPollTime
+			if tc.direct {
+				wantPoll = 0
+			}
+			for _, c := range []*Conn{c1, c2} {
+				c.mu.Lock()
+				reg, direct, poll := c.cqReg, c.direct, c.cfg.pollTime
+				c.mu.Unlock()
+				if direct != tc.direct || reg == tc.direct || poll != wantPoll {
+					t.Fatalf("callers wait on the queues: %v, reactor polls them: %v, poll time %v; want %v, %v, %v",
+						direct, reg, poll, tc.direct, !tc.direct, wantPoll)
+				}
+			}
+			c1.SetDeadline(time.Now().Add(20 * time.Second))
+			c2.SetDeadline(time.Now().Add(20 * time.Second))
+			pingPong(t, c1, c2, 100, 64)
+			pingPong(t, c1, c2, 10, 6000)
+		})
+	}
+}
+
 // TestBlockedCallsKicked checks the waits on a queue whose every
 // completion another poller takes first (deafFabric: the queue's Wait
 // never reports; the reactor polls the queues): the other poller's

@@ -23,6 +23,10 @@
 // Write itself (a zero-length Write when nothing is written), which
 // consumes one of the peer's receives; iWARP has no Write with Immediate,
 // so there the word is a 4-byte Send after the Write (RS_OPT_MSG_SEND).
+// Where the queue pair posts lists (fabric.SendListPoster: the software
+// fabric), a message's Write and Send go as one list, and so do the
+// messages a Write is cut into (rsockets cuts a 4 KiB Write into two):
+// one write(2) on the fabric's socket for a Write.
 // The connection data says nothing of it (both ends of a link share its
 // transport), and a receiver takes either form. Keepalives are
 // zero-length RDMA Writes. Direct writes into a buffer the peer mapped
@@ -37,11 +41,13 @@
 //
 // The sockets of a fabric share one event channel and one reactor
 // (package reactor), which reads the CM events of every id on a single
-// goroutine. On the kernel fabric it also polls the completion queues of
-// every connection and wakes the Reads and Writes that wait; on the
-// software fabric a blocked Read or Write polls and waits on its
-// connection's queues itself, and is woken by the fabric goroutine that
-// queues the completion. Thousands of connections add no goroutine
+// goroutine. On the kernel fabric (a fabric that does not declare its
+// completions made in process: fabric.InProcessCompleter) it also polls
+// the completion queues of every connection and wakes the Reads and
+// Writes that wait, which spin for the poll time first; on the software
+// fabric a blocked Read or Write polls and waits on its connection's
+// queues itself, and is woken by the fabric goroutine that queues the
+// completion. Thousands of connections add no goroutine
 // inside the library; goroutines blocked in Read or Write are the
 // caller's.
 //

@@ -37,6 +37,11 @@ type immFabric struct {
 	// context ends, as a wait whose completion another poller (the
 	// reactor) always takes first.
 	deafWaits bool
+	// outOfProcess: the fabric does not declare its completions made in
+	// process (fabric.InProcessCompleter), as a device's fabric would
+	// not: connections spin and the reactor polls their queues.
+	outOfProcess bool
+	name         string // "soft-ib" if empty
 
 	imms    atomic.Int64 // Writes with Immediate posted
 	sends   atomic.Int64 // plain Sends posted
@@ -56,6 +61,11 @@ var (
 	iwFabric = &immFabric{inner: soft.Default(), transport: transportIWARP}
 	// deafFabric is iwFabric whose queue waits never report.
 	deafFabric = &immFabric{inner: soft.Default(), transport: transportIWARP, deafWaits: true}
+	// outFabric is iwFabric declaring its completions made outside the
+	// process, kernFabric iwFabric declaring them made in process under
+	// the kernel fabric's name.
+	outFabric  = &immFabric{inner: soft.Default(), transport: transportIWARP, outOfProcess: true}
+	kernFabric = &immFabric{inner: soft.Default(), transport: transportIWARP, name: "kernel"}
 )
 
 // immTag starts the frame a Write with Immediate's Send carries.
@@ -64,7 +74,16 @@ const (
 	immFrameLen = 12
 )
 
-func (f *immFabric) Name() string { return "soft-ib" }
+func (f *immFabric) Name() string {
+	if f.name == "" {
+		return "soft-ib"
+	}
+	return f.name
+}
+
+// CompletesInProcess implements fabric.InProcessCompleter: the software
+// fabric underneath makes the completions, unless outOfProcess.
+func (f *immFabric) CompletesInProcess() bool { return !f.outOfProcess }
 
 func (f *immFabric) Devices() ([]fabric.Device, error) {
 	devs, err := f.inner.Devices()

@@ -75,16 +75,18 @@ func defaultConfig() config {
 }
 
 // pollTimeFor is the poll time of connections on fabric f when no option
-// set it: DefaultPollTime on the kernel fabric, else 0. Spinning for a
-// completion helps where the device or the kernel makes it meanwhile; on
-// a fabric run by goroutines of this process it delays the completion by
-// the spin (64 B ping-pong p50 57 µs without it, 75 µs with 10 µs of
-// spin, 160 µs with 50 µs: BENCHMARKS.md, "rsocket").
+// set it: 0 on a fabric whose completions are made by goroutines of this
+// process (inProcess: the software fabric), else DefaultPollTime (the
+// kernel fabric). Spinning for a completion helps where the device or the
+// kernel makes it meanwhile; on a fabric run by goroutines of this
+// process it delays the completion by the spin (64 B ping-pong p50 57 µs
+// without it, 75 µs with 10 µs of spin, 160 µs with 50 µs: BENCHMARKS.md,
+// "rsocket").
 func pollTimeFor(f fabric.Fabric) time.Duration {
-	if f != nil && f.Name() == "kernel" {
-		return DefaultPollTime
+	if inProcess(f) {
+		return 0
 	}
-	return 0
+	return DefaultPollTime
 }
 
 // normalize clamps the sizes as rsockets does.

@@ -138,6 +138,12 @@ func init() { fabric.Register(std) }
 // Name implements fabric.Fabric.
 func (f *Fabric) Name() string { return f.opts.name }
 
+// CompletesInProcess implements fabric.InProcessCompleter: true, the
+// fabric's goroutines make its completions (whatever name it was
+// registered under), and the one that queues a completion wakes a
+// blocked CQ.Wait.
+func (f *Fabric) CompletesInProcess() bool { return true }
+
 // Devices implements fabric.Fabric: one device per interface with an address.
 func (f *Fabric) Devices() ([]fabric.Device, error) { return f.devs.list() }
 

@@ -19,6 +19,10 @@ type Counters struct {
 	// exchange is over (iWARP framing included), and UD datagrams (SIDR
 	// messages included).
 	SentBytes, ReceivedBytes uint64
+	// SentWrites counts the system calls (write(2), writev(2)) that
+	// wrote bytes to an RC connection's data socket: with SentMessages,
+	// how many messages leave per system call.
+	SentWrites uint64
 	// SentMessages and ReceivedMessages count RC messages (DDP messages
 	// framed and received in full: Sends, Writes, Read Requests and
 	// Responses, Terminates) and UD datagrams.
@@ -36,8 +40,8 @@ const statStripes = 8
 
 // statStripe is one copy of the counters, one cache line.
 type statStripe struct {
-	conns, txBytes, rxBytes, txMsgs, rxMsgs, wcs atomic.Uint64
-	_                                            [16]byte
+	conns, txBytes, txWrites, rxBytes, txMsgs, rxMsgs, wcs atomic.Uint64
+	_                                                      [8]byte
 }
 
 // softStats are the process-wide counters behind Traffic.
@@ -52,8 +56,12 @@ func countEvent(uid uint64, t fabric.EventType) {
 	}
 }
 
-// countSent counts n bytes written to socket fd.
-func countSent(fd, n int) { stripeOf(fd).txBytes.Add(uint64(n)) }
+// countSent counts n bytes written to socket fd by one system call.
+func countSent(fd, n int) {
+	s := stripeOf(fd)
+	s.txBytes.Add(uint64(n))
+	s.txWrites.Add(1)
+}
 
 // countReceived counts n bytes read from socket fd.
 func countReceived(fd, n int) { stripeOf(fd).rxBytes.Add(uint64(n)) }
@@ -90,6 +98,7 @@ func Traffic() Counters {
 		s := &softStats[k]
 		c.Connections += s.conns.Load()
 		c.SentBytes += s.txBytes.Load()
+		c.SentWrites += s.txWrites.Load()
 		c.ReceivedBytes += s.rxBytes.Load()
 		c.SentMessages += s.txMsgs.Load()
 		c.ReceivedMessages += s.rxMsgs.Load()

@@ -22,7 +22,8 @@ package soft
 //     completed on the posting goroutine (rcPath.post); the loop takes
 //     over when the socket is full, when it is busy with the connection,
 //     and for the rest of a burst of posts, which it packs into large
-//     writes.
+//     writes. A list posted at once (PostSendList) is one post: its
+//     FPDUs go out together, with one write(2) when the socket takes them.
 //     DestroyQP drops the Reads the peer asked for and any message in
 //     flight; if there was one, the connection ends with a Terminate.
 //   - Sends and Writes complete once their last byte is handed to TCP;
@@ -337,16 +338,72 @@ func (q *rcQP) PostSend(wr *fabric.SendWR) error {
 		return err
 	}
 	q.mu.Lock()
-	if q.destroyed {
+	if err := q.sendableLocked(); err != nil {
 		q.mu.Unlock()
+		return err
+	}
+	if err := q.queueSendLocked(wr, m); err != nil {
+		q.mu.Unlock()
+		return err
+	}
+	q.postedLocked()
+	return nil
+}
+
+// PostSendList implements fabric.SendListPoster: the requests are
+// validated and queued in order under one hold of the QP's lock, and the
+// connection is told once, so that on an idle connection their FPDUs go
+// out with one write(2) (an RDMA Write and the Send that announces it,
+// say, which PostSend after PostSend writes with two). It returns how
+// many were posted; on the first request PostSend would refuse (EINVAL,
+// or ENOMEM when the send queue is full), that request's index with its
+// error, the requests before it posted (they go out and complete as
+// usual). An empty list posts nothing.
+func (q *rcQP) PostSendList(wrs []fabric.SendWR) (int, error) {
+	if len(wrs) == 0 {
+		return 0, nil
+	}
+	q.mu.Lock()
+	if err := q.sendableLocked(); err != nil {
+		q.mu.Unlock()
+		return 0, err
+	}
+	n := 0
+	var err error
+	for ; n < len(wrs); n++ {
+		var m *mr
+		if m, err = q.checkSend(&wrs[n]); err != nil {
+			break
+		}
+		if err = q.queueSendLocked(&wrs[n], m); err != nil {
+			break
+		}
+	}
+	if n == 0 {
+		q.mu.Unlock()
+		return 0, err
+	}
+	q.postedLocked()
+	return n, err
+}
+
+// sendableLocked reports why the QP takes no send now: destroyed, or not
+// yet in RTS. Called with mu held.
+func (q *rcQP) sendableLocked() error {
+	if q.destroyed {
 		return einval("post_send: QP destroyed")
 	}
 	if q.state == qpReset {
-		q.mu.Unlock()
 		return einval("post_send: QP not in RTS (connection not established)")
 	}
+	return nil
+}
+
+// queueSendLocked queues wr (checked: m is its region) at the send
+// queue's tail, or gives ENOMEM when the queue is full. Called with mu
+// held, the QP sendable.
+func (q *rcQP) queueSendLocked(wr *fabric.SendWR, m *mr) error {
 	if q.sqTail-q.sqHead >= q.sq.depth {
-		q.mu.Unlock()
 		return fmt.Errorf("soft: post_send: send queue full (%d): %w", q.sq.depth, syscall.ENOMEM)
 	}
 	s := q.sq.alloc(q.sqTail)
@@ -357,6 +414,13 @@ func (q *rcQP) PostSend(wr *fabric.SendWR) error {
 		s.wr.Buf, s.wr.MR = s.inline, nil
 	}
 	q.sqTail++
+	return nil
+}
+
+// postedLocked hands what was queued to the connection, once for any
+// number of requests: flushed at once on a QP in error, else sent by the
+// data path (rcPath.post). Called with mu held; it releases it.
+func (q *rcQP) postedLocked() {
 	st, p := q.state, q.path
 	if st == qpError {
 		q.flushLocked()
@@ -365,7 +429,6 @@ func (q *rcQP) PostSend(wr *fabric.SendWR) error {
 	if st == qpRTS {
 		p.post()
 	}
-	return nil
 }
 
 // PostRecv implements fabric.QP. Receives may be posted in any state before the
