@@ -281,3 +281,15 @@ func NoDelay(ep fabric.Endpoint) bool {
 	v, err := unix.GetsockoptInt(fd, unix.IPPROTO_TCP, unix.TCP_NODELAY)
 	return err == nil && v == 1
 }
+
+// LoopReads reports how many times the loop read ep's connection while
+// it had a data path (in RTS).
+func LoopReads(ep fabric.Endpoint) int {
+	c := connOf(ep)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.dp == nil {
+		return 0
+	}
+	return int(c.dp.loopReads)
+}

@@ -230,6 +230,9 @@ func (c *conn) events(ev uint32) {
 		c.flush()
 	}
 	if c.state != csClosed && ev&(poll.In|poll.Err|poll.Hup|poll.RDHup) != 0 {
+		if c.dp != nil {
+			c.dp.loopReads++
+		}
 		c.readable()
 	}
 }

@@ -123,6 +123,10 @@ type rcPath struct {
 	maxTagged int32 // payload per Write / Read Response FPDU
 	ord       int32 // Reads we may have outstanding (peer's IRD, ours)
 	ird       int32 // the negotiated IRD: Read Requests the peer may have outstanding
+	// loopReads counts the loop's looks at the socket in RTS, for tests:
+	// a ping-pong whose waits read directly (rc_rxwait.go) leaves it
+	// near 0.
+	loopReads uint32
 
 	dead bool
 	// posting is set while a poster's goroutine runs pump: what would
