@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/cmrt/cmrt/fabric"
@@ -29,10 +30,20 @@ import (
 // Close, the deadline) kicks it: Done is closed. A kicked context gets a
 // new channel before its next wait; an unkicked one is reused, so a wait
 // allocates nothing.
+//
+// A fabric that reads the connection on the waiting goroutine (the
+// software fabric's direct receive) parks it where a closed channel does
+// not reach, and asks for a kick of its own with AfterFunc; the standard
+// library's context.AfterFunc does not fit a context whose channel is
+// replaced between waits.
 type cqWait struct {
 	done   chan struct{}
 	armed  bool // a caller waits, or is about to; under Conn.mu
 	kicked bool // done is closed; under Conn.mu
+
+	amu    sync.Mutex
+	after  func()      // AfterFunc's, until kick runs it or stop drops it; under amu
+	stopFn func() bool // stop as a value, made by the first AfterFunc
 }
 
 // Deadline implements context.Context: none (deadlines kick).
@@ -55,12 +66,51 @@ func (w *cqWait) Err() error {
 // Value implements context.Context: no values.
 func (w *cqWait) Value(any) any { return nil }
 
-// kick ends an armed wait. Called with mu held.
+// kick ends an armed wait, and runs the function AfterFunc left.
+// Called with mu held.
 func (w *cqWait) kick() {
-	if w.armed && !w.kicked {
-		w.kicked = true
-		close(w.done)
+	if !w.armed || w.kicked {
+		return
 	}
+	w.kicked = true
+	close(w.done)
+	w.amu.Lock()
+	f := w.after
+	w.after = nil
+	w.amu.Unlock()
+	if f != nil {
+		f()
+	}
+}
+
+// AfterFunc arranges for f to run once when the wait is kicked (at once
+// if it has been), unless stop is called first; stop reports whether it
+// prevented f. Only the waiting caller's queue calls it, during its Wait
+// (the fabric's direct receive: rc_rxwait.go in fabric/soft), so done is
+// not replaced meanwhile. It allocates nothing after its first call.
+func (w *cqWait) AfterFunc(f func()) (stop func() bool) {
+	w.amu.Lock()
+	if w.stopFn == nil {
+		w.stopFn = w.stop
+	}
+	select {
+	case <-w.done:
+		w.amu.Unlock()
+		f()
+	default:
+		w.after = f
+		w.amu.Unlock()
+	}
+	return w.stopFn
+}
+
+// stop is what AfterFunc returns.
+func (w *cqWait) stop() bool {
+	w.amu.Lock()
+	defer w.amu.Unlock()
+	had := w.after != nil
+	w.after = nil
+	return had
 }
 
 // inProcess reports whether fabric f makes its completions on goroutines

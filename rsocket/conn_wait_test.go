@@ -226,3 +226,51 @@ func waitArmed(t *testing.T, c *Conn, w *cqWait) {
 		}
 	}
 }
+
+// TestCQWaitAfterFunc checks the kick that a fabric reading on the
+// waiting goroutine asks for (cqWait.AfterFunc): run once by the kick of
+// an armed wait, at once if the wait was kicked already, never after
+// stop (which reports whether it prevented the run), and without
+// allocating once made.
+func TestCQWaitAfterFunc(t *testing.T) {
+	var mu sync.Mutex // stands for Conn.mu
+	w := &cqWait{done: make(chan struct{}), armed: true}
+	runs := 0
+	f := func() { runs++ }
+
+	stop := w.AfterFunc(f)
+	mu.Lock()
+	w.kick()
+	w.kick() // a second kick of the same wait runs nothing
+	mu.Unlock()
+	if runs != 1 {
+		t.Fatalf("kick ran f %d times, want 1", runs)
+	}
+	if stop() {
+		t.Fatal("stop after the kick reported that it prevented f")
+	}
+
+	// Already kicked: f runs at once.
+	w.AfterFunc(f)
+	if runs != 2 {
+		t.Fatalf("AfterFunc on a kicked wait ran f %d times in all, want 2", runs)
+	}
+
+	// The next wait (a new channel, as block makes): stop prevents f.
+	w.done, w.kicked = make(chan struct{}), false
+	stop = w.AfterFunc(f)
+	if !stop() {
+		t.Fatal("stop before the kick reported that f was not prevented")
+	}
+	mu.Lock()
+	w.kick()
+	mu.Unlock()
+	if runs != 2 {
+		t.Fatalf("f ran after stop (%d runs)", runs)
+	}
+
+	w.done, w.kicked = make(chan struct{}), false
+	if n := testing.AllocsPerRun(100, func() { w.AfterFunc(f)() }); n != 0 {
+		t.Errorf("AfterFunc and stop: %.0f allocations, want 0", n)
+	}
+}
