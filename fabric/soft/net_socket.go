@@ -60,22 +60,17 @@ func putNetPort(p *uint16, port uint16) {
 }
 
 // connectTo is connect(2) of fd to ap, allocating nothing.
-func connectTo(fd int, ap netip.AddrPort) error {
-	var rsa unix.RawSockaddrAny
-	n := rawSockaddr(ap, &rsa)
-	_, _, e := unix.Syscall(unix.SYS_CONNECT, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(n))
-	if e != 0 {
-		return e
-	}
-	return nil
-}
+func connectTo(fd int, ap netip.AddrPort) error { return addrCall(unix.SYS_CONNECT, fd, ap) }
 
 // bindTo is bind(2) of fd to ap, allocating nothing.
-func bindTo(fd int, ap netip.AddrPort) error {
+func bindTo(fd int, ap netip.AddrPort) error { return addrCall(unix.SYS_BIND, fd, ap) }
+
+// addrCall makes system call trap (connect or bind) of fd with ap in the
+// kernel's form, built on the stack (the x/sys wrappers allocate it).
+func addrCall(trap uintptr, fd int, ap netip.AddrPort) error {
 	var rsa unix.RawSockaddrAny
 	n := rawSockaddr(ap, &rsa)
-	_, _, e := unix.RawSyscall(unix.SYS_BIND, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(n))
-	if e != 0 {
+	if _, _, e := unix.Syscall(trap, uintptr(fd), uintptr(unsafe.Pointer(&rsa)), uintptr(n)); e != 0 {
 		return e
 	}
 	return nil
