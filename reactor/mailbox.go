@@ -7,6 +7,7 @@ import (
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
+	"github.com/cmrt/cmrt/internal/evq"
 	"github.com/cmrt/cmrt/internal/ring"
 )
 
@@ -91,18 +92,9 @@ func copyItem(dst, src *item) {
 }
 
 // copyRaw copies a raw event into *d but for the bytes of its private data
-// past its length.
-func copyRaw(d, r *fabric.RawEvent) {
-	// Every field of fabric.RawEvent but PrivateData (TestCopyRawEveryField
-	// keeps this list complete).
-	d.UID, d.Type, d.Status, d.Child = r.UID, r.Type, r.Status, r.Child
-	d.QPNum, d.QKey, d.AH = r.QPNum, r.QKey, r.AH
-	d.ResponderResources, d.InitiatorDepth, d.FlowControl = r.ResponderResources, r.InitiatorDepth, r.FlowControl
-	d.RetryCount, d.RNRRetryCount, d.SRQ = r.RetryCount, r.RNRRetryCount, r.SRQ
-	d.Group, d.Arg, d.PrivateDataLen = r.Group, r.Arg, r.PrivateDataLen
-	n := min(max(r.PrivateDataLen, 0), len(r.PrivateData))
-	copy(d.PrivateData[:n], r.PrivateData[:n])
-}
+// past its length: evq.Copy, whose list of fields is also the queue's pop's
+// and id.Brief's (TestCopyRawEveryField).
+func copyRaw(d, r *fabric.RawEvent) { evq.Copy(d, r) }
 
 // clearItem clears the pointers an item holds (copyItem overwrites the
 // rest before any read), so that it keeps nothing reachable.
