@@ -92,8 +92,9 @@ func copyItem(dst, src *item) {
 }
 
 // copyRaw copies a raw event into *d but for the bytes of its private data
-// past its length: evq.Copy, whose list of fields is also the queue's pop's
-// and id.Brief's (TestCopyRawEveryField).
+// past its length: evq.Copy, the queue's pop's too, whose list of fields is
+// guarded with id.Brief's (evq's TestParamsEveryField; here
+// TestCopyRawEveryField).
 func copyRaw(d, r *fabric.RawEvent) { evq.Copy(d, r) }
 
 // clearItem clears the pointers an item holds (copyItem overwrites the
