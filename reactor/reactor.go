@@ -100,6 +100,7 @@ type Reactor struct {
 	mboxes     mailboxes           // by id, or by a completion queue's registration
 	runq       ring.Ring[*mailbox] // scheduled mailboxes no worker has taken yet
 	spare      []*mailbox
+	idleBoxes  int  // idle mailboxes in mboxes (see mailbox)
 	running    int  // workers started and not exited (at most Options.Workers)
 	stopping   bool // Close: start no more workers
 	workers    sync.WaitGroup
@@ -598,6 +599,9 @@ func (r *Reactor) enqueue() {
 		}
 	}
 	start := r.startWorkersLocked(runnable)
+	if r.idleBoxes > maxIdleMailboxes {
+		r.sweepIdleLocked()
+	}
 	r.mbMu.Unlock()
 	for k := range r.batch {
 		clearItem(&r.batch[k])
@@ -838,6 +842,7 @@ func (r *Reactor) abandon() {
 		mb.scheduled = false
 		r.mboxes.del(mb.key)
 	}
+	r.sweepIdleLocked()
 	r.mbMu.Unlock()
 	for k := range claimed {
 		if ev := claimed[k].deliver(); ev != nil {
