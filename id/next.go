@@ -149,9 +149,9 @@ func DeliverClaimed(c Claim, src fabric.EventSource, raw *fabric.RawEvent, at jo
 // claimed one from those alone, so that a runtime handing it to another
 // goroutine copies 16 bytes of it instead of the 376-byte raw event.
 func Brief(raw *fabric.RawEvent) bool {
-	// Beside the copy of the queue's pop and of a reactor's mailbox, in
-	// internal/evq, which guards both for every field of fabric.RawEvent
-	// (TestParamsEveryField; here TestBriefEveryField).
+	// Beside the copy of a reactor's mailbox items, in internal/evq, which
+	// guards both for every field of fabric.RawEvent (TestParamsEveryField;
+	// here TestBriefEveryField).
 	return evq.Brief(raw)
 }
 

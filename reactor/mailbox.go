@@ -92,8 +92,8 @@ func copyItem(dst, src *item) {
 }
 
 // copyRaw copies a raw event into *d but for the bytes of its private data
-// past its length: evq.Copy, the queue's pop's too, whose list of fields is
-// guarded with id.Brief's (evq's TestParamsEveryField; here
+// past its length: evq.Copy, whose list of fields is guarded with
+// id.Brief's (evq's TestParamsEveryField; here
 // TestCopyRawEveryField).
 func copyRaw(d, r *fabric.RawEvent) { evq.Copy(d, r) }
 
