@@ -222,7 +222,8 @@ func (r *Reactor) enqueueLocked(key mboxKey, it *item) bool {
 
 // sweepIdleLocked removes the idle mailboxes from the map, clearing the
 // items their workers left, and keeps up to maxSpareMailboxes of them for
-// reuse. mbMu is held (the loop calls it, from enqueue).
+// reuse. mbMu is held (the loop calls it from enqueue, Close from
+// abandon).
 func (r *Reactor) sweepIdleLocked() {
 	r.mboxes.all(func(mb *mailbox) {
 		if mb.scheduled {
