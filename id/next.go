@@ -2,11 +2,11 @@ package id
 
 import (
 	"context"
-	"net/netip"
 	"sync"
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id/journal"
+	"github.com/cmrt/cmrt/internal/evq"
 )
 
 // NextEvent retrieves the next event from src and maps it to its id, as
@@ -149,13 +149,10 @@ func DeliverClaimed(c Claim, src fabric.EventSource, raw *fabric.RawEvent, at jo
 // claimed one from those alone, so that a runtime handing it to another
 // goroutine copies 16 bytes of it instead of the 376-byte raw event.
 func Brief(raw *fabric.RawEvent) bool {
-	// Every field of fabric.RawEvent but UID, Type, Status, Arg and the
-	// private data past its length (TestBriefEveryField keeps this list
-	// complete).
-	return raw.PrivateDataLen == 0 && raw.Child == nil && raw.QPNum == 0 && raw.QKey == 0 &&
-		raw.AH == (fabric.AHAttr{}) && raw.ResponderResources == 0 && raw.InitiatorDepth == 0 &&
-		raw.FlowControl == 0 && raw.RetryCount == 0 && raw.RNRRetryCount == 0 && raw.SRQ == 0 &&
-		raw.Group == (netip.Addr{})
+	// Beside the copy of a reactor's mailbox items, in internal/evq, which
+	// guards both for every field of fabric.RawEvent (TestParamsEveryField;
+	// here TestBriefEveryField).
+	return evq.Brief(raw)
 }
 
 // DeliverClaimedBrief is DeliverClaimed for a claimed event whose raw event

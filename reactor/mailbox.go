@@ -7,6 +7,7 @@ import (
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
+	"github.com/cmrt/cmrt/internal/evq"
 	"github.com/cmrt/cmrt/internal/ring"
 )
 
@@ -91,18 +92,10 @@ func copyItem(dst, src *item) {
 }
 
 // copyRaw copies a raw event into *d but for the bytes of its private data
-// past its length.
-func copyRaw(d, r *fabric.RawEvent) {
-	// Every field of fabric.RawEvent but PrivateData (TestCopyRawEveryField
-	// keeps this list complete).
-	d.UID, d.Type, d.Status, d.Child = r.UID, r.Type, r.Status, r.Child
-	d.QPNum, d.QKey, d.AH = r.QPNum, r.QKey, r.AH
-	d.ResponderResources, d.InitiatorDepth, d.FlowControl = r.ResponderResources, r.InitiatorDepth, r.FlowControl
-	d.RetryCount, d.RNRRetryCount, d.SRQ = r.RetryCount, r.RNRRetryCount, r.SRQ
-	d.Group, d.Arg, d.PrivateDataLen = r.Group, r.Arg, r.PrivateDataLen
-	n := min(max(r.PrivateDataLen, 0), len(r.PrivateData))
-	copy(d.PrivateData[:n], r.PrivateData[:n])
-}
+// past its length: evq.Copy, whose list of fields is guarded with
+// id.Brief's (evq's TestParamsEveryField; here
+// TestCopyRawEveryField).
+func copyRaw(d, r *fabric.RawEvent) { evq.Copy(d, r) }
 
 // clearItem clears the pointers an item holds (copyItem overwrites the
 // rest before any read), so that it keeps nothing reachable.
@@ -124,11 +117,29 @@ func clearItem(it *item) {
 // order. It is guarded by the reactor's mbMu. A scheduled mailbox is being
 // drained by a worker or waits in the run queue for one: only one worker
 // owns it at a time, which keeps the items of one key in order.
+//
+// A mailbox a worker empties stays in the map, idle (not scheduled, no
+// item), for its key's next event, up to maxIdleMailboxes of them; then
+// the loop sweeps the idle ones out (sweepIdleLocked). Retiring it at once,
+// as the reactor did, made every event of a key that is not always busy
+// delete and insert a map entry and take and put back a spare mailbox
+// from the two CPUs in turn. And the worker leaves the slots it took items
+// from as they are (their pointers are the key's own, or its channel's),
+// so that the loop's next write to a slot finds the line shared rather
+// than modified in the worker's cache; the sweep clears them.
 type mailbox struct {
 	key       mboxKey
 	items     ring.Ring[item]
 	scheduled bool
 }
+
+// maxIdleMailboxes is how many idle mailboxes the map keeps before the
+// loop sweeps them out. Each holds its ring (four items, 2.5 KB, to begin
+// with) and keeps its key, an id perhaps destroyed since, reachable.
+const maxIdleMailboxes = 256
+
+// maxSpareMailboxes is how many swept mailboxes are kept for reuse.
+const maxSpareMailboxes = 64
 
 // mboxKey names a mailbox: an id, or the registration of a completion
 // queue (one of the two is set).
@@ -188,6 +199,9 @@ const workerBatch = 16
 // puts it on the run queue; it reports whether it did. mbMu is held.
 func (r *Reactor) enqueueLocked(key mboxKey, it *item) bool {
 	mb := r.mboxes.get(key)
+	if mb != nil && !mb.scheduled {
+		r.idleBoxes-- // an idle mailbox in the map, woken
+	}
 	if mb == nil {
 		if n := len(r.spare); n > 0 {
 			mb, r.spare = r.spare[n-1], r.spare[:n-1]
@@ -204,6 +218,35 @@ func (r *Reactor) enqueueLocked(key mboxKey, it *item) bool {
 	mb.scheduled = true
 	r.runq.Push(mb)
 	return true
+}
+
+// sweepIdleLocked removes the idle mailboxes from the map, clearing the
+// items their workers left, and keeps up to maxSpareMailboxes of them for
+// reuse. mbMu is held (the loop calls it from enqueue, Close from
+// abandon).
+func (r *Reactor) sweepIdleLocked() {
+	r.mboxes.all(func(mb *mailbox) {
+		if mb.scheduled {
+			return
+		}
+		r.mboxes.del(mb.key)
+		mb.key = mboxKey{}
+		clearRing(&mb.items)
+		if len(r.spare) < maxSpareMailboxes {
+			r.spare = append(r.spare, mb)
+		}
+	})
+	r.idleBoxes = 0
+}
+
+// clearRing zeroes every slot of an empty ring: the items workers left
+// there, and what earlier items left in their raw events.
+func clearRing(rg *ring.Ring[item]) {
+	for k := rg.Cap(); k > 0; k-- {
+		*rg.PushBack() = item{}
+	}
+	for rg.Discard() {
+	}
 }
 
 // startWorkersLocked reports how many workers to start for n newly
@@ -252,14 +295,11 @@ func (r *Reactor) work() {
 			for ; n < len(buf) && mb.items.Len() > 0; n++ {
 				f := mb.items.Front()
 				copyItem(&buf[n], f)
-				clearItem(f)
-				mb.items.Discard()
+				mb.items.Discard() // the slot is left as it is: see mailbox
 			}
 			if n == 0 {
-				mb.scheduled = false
-				r.mboxes.del(mb.key)
-				mb.key = mboxKey{}
-				r.spare = append(r.spare, mb)
+				mb.scheduled = false // idle, kept in the map: see mailbox
+				r.idleBoxes++
 				break
 			}
 			r.mbMu.Unlock()

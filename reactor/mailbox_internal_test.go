@@ -1,9 +1,12 @@
 package reactor
 
 import (
+	"context"
 	"net/netip"
 	"reflect"
+	"sync/atomic"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/cmrt/cmrt/fabric"
@@ -180,3 +183,113 @@ type fakeSource struct{ fabric.EventSource }
 type nopHandler struct{}
 
 func (nopHandler) HandleEvent(*id.Event) error { return nil }
+
+// TestIdleMailboxesKeptThenSwept: a mailbox a worker empties stays in the
+// map for its key's next item (the same mailbox), until more than
+// maxIdleMailboxes are idle: then the loop sweeps them out, and the spare
+// ones it keeps hold no pointer (their slots are zeroed), while every
+// item is still handled once, in order per key.
+func TestIdleMailboxesKeptThenSwept(t *testing.T) {
+	r, err := New(WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := r.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	type key struct {
+		reg  *registration
+		last atomic.Uint64
+	}
+	var handled atomic.Int64
+	var outOfOrder atomic.Int64
+	keys := make([]*key, 3*maxIdleMailboxes)
+	for k := range keys {
+		kk := &key{}
+		kk.reg = &registration{ch2: CompletionFunc(func(wc *id.WC) error {
+			if wc.WRID != kk.last.Load()+1 {
+				outOfOrder.Add(1)
+			}
+			kk.last.Store(wc.WRID)
+			handled.Add(1)
+			return nil
+		})}
+		keys[k] = kk
+	}
+	// post hands one completion per key in keys[from:to] to the mailboxes
+	// as the loop would (the test stands in for the loop: nothing is
+	// registered, so the real loop never touches the batch).
+	post := func(from, to int, wrid uint64) {
+		for _, kk := range keys[from:to] {
+			it := r.nextItem()
+			it.wc, it.reg, it.kind = id.WC{WRID: wrid}, kk.reg, itemWC
+		}
+		r.pending.Add(int64(to - from))
+		r.enqueue()
+	}
+	settled := func(want int64) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for {
+			r.mbMu.Lock()
+			idle := r.running == 0 && r.runq.Len() == 0
+			r.mbMu.Unlock()
+			if idle && handled.Load() == want {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("handled %d of %d", handled.Load(), want)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	post(0, 10, 1)
+	settled(10)
+	r.mbMu.Lock()
+	kept := r.mboxes.byCQ[keys[0].reg]
+	idle := r.idleBoxes
+	r.mbMu.Unlock()
+	if kept == nil || idle != 10 {
+		t.Fatalf("after its item, key 0's mailbox %p, %d idle; want it kept, 10 idle", kept, idle)
+	}
+	post(0, 1, 2)
+	settled(11)
+	r.mbMu.Lock()
+	again := r.mboxes.byCQ[keys[0].reg]
+	r.mbMu.Unlock()
+	if again != kept {
+		t.Fatalf("key 0's second item went to mailbox %p, want the idle one %p", again, kept)
+	}
+	// More idle mailboxes than kept: the loop sweeps them.
+	for k := 10; k < len(keys); k += 50 {
+		post(k, min(k+50, len(keys)), 1)
+		settled(int64(k + 1 + min(50, len(keys)-k)))
+	}
+	post(1, maxIdleMailboxes+2, 2) // more than the bound go idle at once
+	settled(int64(len(keys) + 2 + maxIdleMailboxes))
+	post(0, 1, 3) // its enqueue sweeps them
+	settled(int64(len(keys) + 3 + maxIdleMailboxes))
+	r.mbMu.Lock()
+	defer r.mbMu.Unlock()
+	if r.idleBoxes > maxIdleMailboxes || len(r.mboxes.byCQ) > maxIdleMailboxes {
+		t.Fatalf("%d idle mailboxes, %d in the map: never swept past %d", r.idleBoxes, len(r.mboxes.byCQ), maxIdleMailboxes)
+	}
+	if len(r.spare) == 0 || len(r.spare) > maxSpareMailboxes {
+		t.Fatalf("%d spare mailboxes, want 1..%d", len(r.spare), maxSpareMailboxes)
+	}
+	for _, mb := range r.spare {
+		for k := mb.items.Cap(); k > 0; k-- {
+			it := mb.items.PushBack()
+			if live := livePointers(reflect.ValueOf(*it), "item"); len(live) > 0 {
+				t.Fatalf("a swept mailbox's slot holds %v", live)
+			}
+		}
+		for mb.items.Discard() {
+		}
+	}
+	if n := outOfOrder.Load(); n > 0 {
+		t.Fatalf("%d items out of order", n)
+	}
+}

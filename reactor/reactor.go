@@ -99,6 +99,7 @@ type Reactor struct {
 	mboxes     mailboxes           // by id, or by a completion queue's registration
 	runq       ring.Ring[*mailbox] // scheduled mailboxes no worker has taken yet
 	spare      []*mailbox
+	idleBoxes  int  // idle mailboxes in mboxes (see mailbox)
 	running    int  // workers started and not exited (at most Options.Workers)
 	stopping   bool // Close: start no more workers
 	workers    sync.WaitGroup
@@ -597,6 +598,9 @@ func (r *Reactor) enqueue() {
 		}
 	}
 	start := r.startWorkersLocked(runnable)
+	if r.idleBoxes > maxIdleMailboxes {
+		r.sweepIdleLocked()
+	}
 	r.mbMu.Unlock()
 	for k := range r.batch {
 		clearItem(&r.batch[k])
@@ -837,6 +841,7 @@ func (r *Reactor) abandon() {
 		mb.scheduled = false
 		r.mboxes.del(mb.key)
 	}
+	r.sweepIdleLocked()
 	r.mbMu.Unlock()
 	for k := range claimed {
 		if ev := claimed[k].deliver(); ev != nil {

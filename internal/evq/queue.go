@@ -2,7 +2,8 @@
 // events in arrival order, with a descriptor that is readable exactly while
 // the FIFO is not empty (the level semantics of the kernel's rdma_cm fd),
 // and a blocking Pop that honours a context. It is a ring.Queue of
-// fabric.RawEvent whose closed error is fabric.ErrClosed.
+// fabric.RawEvent whose closed error is fabric.ErrClosed. It also holds the
+// hot path's field-by-field copy of a raw event and its Brief test.
 package evq
 
 import (

@@ -1,0 +1,143 @@
+package evq
+
+import (
+	"net/netip"
+	"reflect"
+	"testing"
+
+	"github.com/cmrt/cmrt/fabric"
+)
+
+// testEndpoint is a comparable, non-nil fabric.Endpoint whose methods are
+// never called.
+type testEndpoint struct {
+	fabric.Endpoint
+	n byte
+}
+
+// setLeaf sets a leaf field of a raw event to a non-zero value derived
+// from seed; it reports false for a kind it does not know.
+func setLeaf(v reflect.Value, seed byte) bool {
+	switch {
+	case v.Type() == reflect.TypeFor[netip.Addr]():
+		v.Set(reflect.ValueOf(netip.AddrFrom4([4]byte{239, 0, 0, seed})))
+	case v.Type() == reflect.TypeFor[fabric.Endpoint]():
+		v.Set(reflect.ValueOf(testEndpoint{n: seed}))
+	case v.Kind() == reflect.Array:
+		for k := 0; k < v.Len(); k++ {
+			if !setLeaf(v.Index(k), seed) {
+				return false
+			}
+		}
+	case v.CanUint():
+		v.SetUint(uint64(seed))
+	case v.CanInt():
+		v.SetInt(int64(seed))
+	default:
+		return false
+	}
+	return true
+}
+
+// leaves calls f for every leaf field of a raw event (structs other than
+// netip.Addr are walked into), with its path.
+func leaves(v reflect.Value, path string, f func(reflect.Value, string)) {
+	for k := 0; k < v.NumField(); k++ {
+		fv, p := v.Field(k), path+"."+v.Type().Field(k).Name
+		if fv.Kind() == reflect.Struct && fv.Type() != reflect.TypeFor[netip.Addr]() {
+			leaves(fv, p, f)
+			continue
+		}
+		f(fv, p)
+	}
+}
+
+// TestParamsEveryField: Copy carries every field of a raw event,
+// Brief sees every parameter, each set in turn through reflection, so that
+// a field added to fabric.RawEvent fails here until both Copy and Brief
+// name it (a reactor's mailbox items and id.Brief use them).
+func TestParamsEveryField(t *testing.T) {
+	n := 0
+	leaves(reflect.ValueOf(&fabric.RawEvent{}).Elem(), "RawEvent", func(_ reflect.Value, p string) {
+		if p == "RawEvent.PrivateData" {
+			return
+		}
+		n++
+		var src fabric.RawEvent
+		src.PrivateData[len(src.PrivateData)-1] = 1 // past the length: neither copied nor a parameter
+		var dst fabric.RawEvent
+		f := reflect.ValueOf(&src).Elem().FieldByIndex(fieldIndex(t, p))
+		if !setLeaf(f, 5) {
+			t.Fatalf("%s: kind %s: teach setLeaf", p, f.Kind())
+		}
+		want := src
+		want.PrivateData[len(want.PrivateData)-1] = 0
+		Copy(&dst, &src)
+		if dst != want {
+			t.Errorf("Copy with %s set: got %+v, want %+v", p, dst, want)
+		}
+		carried := p == "RawEvent.UID" || p == "RawEvent.Type" || p == "RawEvent.Status" || p == "RawEvent.Arg"
+		if got := Brief(&src); got != carried {
+			t.Errorf("Brief with %s set = %v, want %v", p, got, carried)
+		}
+	})
+	if n < 20 {
+		t.Fatalf("only %d fields walked", n)
+	}
+}
+
+// fieldIndex returns the index path of a leaf named "RawEvent.A.B".
+func fieldIndex(t *testing.T, p string) []int {
+	t.Helper()
+	typ := reflect.TypeFor[fabric.RawEvent]()
+	var idx []int
+	name := p[len("RawEvent."):]
+	for name != "" {
+		part := name
+		rest := ""
+		for k := 0; k < len(name); k++ {
+			if name[k] == '.' {
+				part, rest = name[:k], name[k+1:]
+				break
+			}
+		}
+		f, ok := typ.FieldByName(part)
+		if !ok {
+			t.Fatalf("no field %s", p)
+		}
+		idx = append(idx, f.Index...)
+		typ, name = f.Type, rest
+	}
+	return idx
+}
+
+func BenchmarkCopy(b *testing.B) {
+	var src, dst fabric.RawEvent
+	src.UID, src.Type, src.Arg = 1, fabric.EventUser, 3
+	for b.Loop() {
+		Copy(&dst, &src)
+	}
+}
+
+func BenchmarkBrief(b *testing.B) {
+	var src fabric.RawEvent
+	src.UID, src.Type, src.Arg = 1, fabric.EventUser, 3
+	n := 0
+	for b.Loop() {
+		if Brief(&src) {
+			n++
+		}
+	}
+	if n == 0 {
+		b.Fatal("not brief")
+	}
+}
+
+func BenchmarkWholeCopy(b *testing.B) {
+	var src, dst fabric.RawEvent
+	src.UID, src.Type, src.Arg = 1, fabric.EventUser, 3
+	for b.Loop() {
+		dst = src
+	}
+	_ = dst
+}
