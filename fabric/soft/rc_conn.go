@@ -294,8 +294,29 @@ func clampRd(v uint8) uint8 {
 const connReadSize = 16 << 10
 
 // readable reads what the socket has, and reports whether it read
-// anything (bytes, the end of the stream or an error).
+// anything (bytes, the end of the stream or an error). A connection in RTS
+// with a data path reads first into its deframer's spare room (readSpare):
+// no stack buffer to zero and no copy out of it; what does not fit there,
+// and every other state, goes through readStack.
 func (c *conn) readable() (got bool) {
+	if c.state == csRTS {
+		if p := c.dp; p != nil {
+			done, got := p.readSpare()
+			if done {
+				return got
+			}
+			return c.readStack() || got
+		}
+	}
+	return c.readStack()
+}
+
+// readStack is readable's read into a stack buffer, in a frame of its own
+// (so that readable's callers never carry, nor zero, 16 KiB they do not
+// use).
+//
+//go:noinline
+func (c *conn) readStack() (got bool) {
 	var buf [connReadSize]byte
 	for round := 0; round < 4 && c.state != csClosed; round++ {
 		n, err := unix.Read(c.fd, buf[:])

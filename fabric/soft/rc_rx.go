@@ -54,6 +54,54 @@ func (p *rcPath) rx(b []byte) {
 	}
 }
 
+// spareMin is the least spare room in the deframer's buffer that
+// readSpare reads into; with less it leaves the read to the stack buffer.
+const spareMin = 64
+
+// readSpare is conn.readable's first read of a connection in RTS: into the
+// spare room of the deframer's buffer as it is (never grown, so a
+// connection keeps the memory it had), the bytes then deframed and placed
+// in place, as rx does after a read of the stack buffer, without zeroing
+// and copying out of one. It reports done when readable has nothing more
+// to do (the socket had nothing, or less than the room, or ended), and
+// whether it read anything. It declines (false, false) when the room is
+// under spareMin, the deframer has stopped, or a direct FPDU is due or
+// likely (its payload and the lookahead are read's).
+func (p *rcPath) readSpare() (done, got bool) {
+	c := p.c
+	if p.dead || p.df.Err() != nil || (p.dx != nil && (p.dx.on || p.dx.streak)) {
+		return false, false
+	}
+	space := p.df.WriteSpace(0)
+	if len(space) < spareMin {
+		return false, false
+	}
+	n, err := unix.Read(c.fd, space)
+	switch {
+	case err == unix.EAGAIN:
+		return true, false
+	case err == unix.EINTR:
+		return false, false
+	case err != nil:
+		c.peerGone(errnoOf(err))
+		return true, true
+	case n == 0:
+		c.peerGone(0)
+		return true, true
+	}
+	if spareReadHook != nil {
+		spareReadHook(n)
+	}
+	countReceived(c.fd, n)
+	_ = p.df.Commit(n)
+	p.drain()
+	p.dropIdle()
+	return n < len(space), true
+}
+
+// spareReadHook, set by tests only, sees each of readSpare's reads.
+var spareReadHook func(n int)
+
 // errStop is read's report that the data path stopped (a Terminate was
 // sent) before it read anything.
 var errStop = errors.New("data path stopped")
