@@ -290,13 +290,22 @@ func (l *Loop[H]) Run() {
 		return
 	}
 	defer l.exit()
+	full := false // the last batch filled l.events: the set may hold more
 	for {
-		n, err := l.wait(l.events, false)
+		var n int
+		var err error
+		if full {
+			// Reports may be left in the set, which the netpoller will not
+			// signal again: look before yielding.
+			n, err = l.wait(l.events, false)
+		}
 		if err == nil && n == 0 {
 			// The loop has caught up: yield once (the goroutine that posts
 			// the next piece of work, a reply or an ack, often runs in
 			// that window, which saves a wakeup), then park unless
-			// something came meanwhile.
+			// something came meanwhile. No look before the yield: park
+			// looks anyway (it must, after the runtime's reset), and what
+			// came since the last look is there for that look to find.
 			runtime.Gosched()
 			n, err = l.park()
 		}
@@ -310,6 +319,7 @@ func (l *Loop[H]) Run() {
 		if l.runTasks() {
 			return
 		}
+		full = n == len(l.events)
 	}
 }
 
