@@ -82,7 +82,6 @@ type Loop[H any] struct {
 	backoff [2]time.Duration                      // first and longest pause after a failed wait
 	wait    func([]poll.Event, bool) (int, error) // l.poll, or a test's
 	look    look
-	slept   bool // the last wait parked in the netpoller (or blocked), and woke
 }
 
 // New opens a loop's epoll set and waker; dispatch receives the readiness
@@ -124,7 +123,6 @@ func New[H any](dispatch func(h H, events uint32), opts ...Option) (*Loop[H], er
 		l.rc = rc
 	}
 	l.look.fn = func(uintptr) bool {
-		l.look.calls++
 		l.look.n, l.look.err = l.poller.Wait(l.look.out, 0)
 		return l.look.n > 0 || l.look.err != nil
 	}
@@ -292,26 +290,13 @@ func (l *Loop[H]) Run() {
 		return
 	}
 	defer l.exit()
-	full := false // the last batch filled l.events: the set may hold more
 	for {
-		var n int
-		var err error
-		if full || !l.slept {
-			// Look before yielding when reports may be left in the set
-			// (the netpoller will not signal them again), and when the
-			// loop is busy (its last park found work without sleeping):
-			// it then parks only once caught up, and its posters keep off
-			// the eventfd. After a real sleep the park's look has just
-			// read what the loop woke for, and another look here finds
-			// nothing (it was a third epoll_wait per wake: finding 20).
-			n, err = l.wait(l.events, false)
-		}
+		n, err := l.wait(l.events, false)
 		if err == nil && n == 0 {
 			// The loop has caught up: yield once (the goroutine that posts
 			// the next piece of work, a reply or an ack, often runs in
 			// that window, which saves a wakeup), then park unless
-			// something came meanwhile (park looks first, as it must
-			// after the runtime's reset: what came since is seen there).
+			// something came meanwhile.
 			runtime.Gosched()
 			n, err = l.park()
 		}
@@ -325,7 +310,6 @@ func (l *Loop[H]) Run() {
 		if l.runTasks() {
 			return
 		}
-		full = n == len(l.events)
 	}
 }
 
@@ -352,16 +336,14 @@ func (l *Loop[H]) park() (int, error) {
 // so a report that comes after that callback's look wakes the park: no lost
 // wakeup. Without the netpoller (rc nil) it blocks in epoll_wait.
 func (l *Loop[H]) poll(out []poll.Event, block bool) (int, error) {
-	l.slept = block
 	if !block {
 		return l.poller.Wait(out, 0)
 	}
 	if l.rc == nil {
 		return l.poller.Wait(out, -1)
 	}
-	l.look.out, l.look.calls = out, 0
+	l.look.out = out
 	err := l.rc.Read(l.look.fn)
-	l.slept = l.look.calls > 1 // the first look found nothing: it parked
 	n, werr := l.look.n, l.look.err
 	l.look.out, l.look.err = nil, nil
 	if err == nil {
@@ -373,11 +355,10 @@ func (l *Loop[H]) poll(out []poll.Event, block bool) (int, error) {
 // look is the RawConn.Read callback of a parked loop, made once (a
 // closure made per park would allocate).
 type look struct {
-	fn    func(uintptr) bool
-	out   []poll.Event
-	n     int
-	err   error
-	calls int // looks in this park: more than one means it slept
+	fn  func(uintptr) bool
+	out []poll.Event
+	n   int
+	err error
 }
 
 // failed handles a failed wait: a warning for the first failure and then

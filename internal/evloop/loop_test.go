@@ -679,62 +679,6 @@ func TestTaskBudget(t *testing.T) {
 	mustCall(t, l, func() { _ = l.Unregister(e.Fd()) })
 }
 
-// TestWaitsPerWake: a wake of a parked loop by a post costs two epoll
-// waits: the look that finds the post (the netpoller woke the park) and the
-// look that parks again (after the runtime's reset of the descriptor's
-// readiness). The loop used to look a third time, between the two, before
-// its yield (BENCHMARKS.md finding 20).
-func TestWaitsPerWake(t *testing.T) {
-	l := newLoop(t)
-	var waits atomic.Int64 // l.wait calls that do not park
-	var looks atomic.Int64 // the parking wait's epoll_wait calls
-	var parked atomic.Bool // the last look found nothing: the loop parks
-	look := l.look.fn
-	l.look.fn = func(fd uintptr) bool {
-		looks.Add(1)
-		found := look(fd)
-		parked.Store(!found)
-		return found
-	}
-	l.wait = func(out []poll.Event, block bool) (int, error) {
-		if !block {
-			waits.Add(1)
-		}
-		return l.poll(out, block)
-	}
-	go l.Run()
-	ack := make(chan struct{}, 1)
-	task := func() { ack <- struct{}{} }
-	mustCall(t, l, func() {}) // running
-	const wakes = 200
-	for range wakes / 4 { // warm up: the waits counted are the loop's own
-		parked.Store(false)
-		l.Post(task)
-		<-ack
-		waitFor(t, 10*time.Second, "the loop did not park", parked.Load)
-	}
-	w0, l0 := waits.Load(), looks.Load()
-	for k := range wakes {
-		waitFor(t, 10*time.Second, "the loop did not park", func() bool { return parked.Load() && !l.pending.Load() })
-		parked.Store(false)
-		if !l.Post(task) {
-			t.Fatal("Post refused")
-		}
-		select {
-		case <-ack:
-		case <-time.After(10 * time.Second):
-			t.Fatalf("wake %d: the task did not run", k)
-		}
-	}
-	waitFor(t, 10*time.Second, "the loop did not park", parked.Load)
-	w, lk := waits.Load()-w0, looks.Load()-l0
-	// A wake the netpoller reports early or twice costs a look more: allow
-	// a few, well below the third look per wake.
-	if per := float64(w+lk) / wakes; per > 2.25 {
-		t.Fatalf("%.2f epoll waits per wake (%d looks without parking, %d in the park), want 2", per, w, lk)
-	}
-}
-
 // TestFullBatchLooksAgain: a wait that fills the event buffer is followed
 // by another look without parking (the netpoller would not report what is
 // left in the set), and every report is dispatched.
