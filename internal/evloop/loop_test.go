@@ -678,3 +678,69 @@ func TestTaskBudget(t *testing.T) {
 	stop.Store(true)
 	mustCall(t, l, func() { _ = l.Unregister(e.Fd()) })
 }
+
+// TestFullBatchLooksAgain: a wait that fills the event buffer is followed
+// by another look without parking (the netpoller would not report what is
+// left in the set), and every report is dispatched.
+func TestFullBatchLooksAgain(t *testing.T) {
+	l := newLoop(t, WithMaxEvents(1))
+	type call struct {
+		block bool
+		n     int
+	}
+	var calls []call // loop goroutine; read after Close
+	l.wait = func(out []poll.Event, block bool) (int, error) {
+		n, err := l.poll(out, block)
+		calls = append(calls, call{block, n})
+		return n, err
+	}
+	go l.Run()
+	const fds = 4
+	var es [fds]*poll.EventFD
+	var hs [fds]*handler
+	for k := range es {
+		e := eventFD(t)
+		es[k] = e
+		hs[k] = &handler{on: func(uint32) { _, _ = e.Read() }}
+	}
+	mustCall(t, l, func() {
+		for k, e := range es {
+			if _, err := l.Register(e.Fd(), poll.In, hs[k]); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	for round := range 20 {
+		mustCall(t, l, func() { // all ready before the loop's next look
+			for _, e := range es {
+				_ = e.Add(1)
+			}
+		})
+		waitFor(t, 10*time.Second, "a report was not dispatched", func() bool {
+			for _, h := range hs {
+				if h.n.Load() < int64(round+1) {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	mustCall(t, l, func() {
+		for _, e := range es {
+			_ = l.Unregister(e.Fd())
+		}
+	})
+	l.Close()
+	full := 0
+	for k := 0; k+1 < len(calls); k++ {
+		if calls[k].n == 1 {
+			full++
+			if calls[k+1].block {
+				t.Fatalf("call %d filled the buffer and call %d parked: %v", k, k+1, calls[max(0, k-4):k+2])
+			}
+		}
+	}
+	if full < 20*fds {
+		t.Fatalf("%d full batches for %d reports", full, 20*fds)
+	}
+}
