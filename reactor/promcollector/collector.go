@@ -41,6 +41,7 @@
 //	cmrt_fabric_connections_total{fabric}              connections established
 //	cmrt_fabric_sent_bytes_total{fabric}               bytes written to data sockets
 //	cmrt_fabric_received_bytes_total{fabric}           bytes read from data sockets
+//	cmrt_fabric_sent_writes_total{fabric}              write(2)/writev(2) calls on RC data sockets
 //	cmrt_fabric_sent_messages_total{fabric}            messages and datagrams sent
 //	cmrt_fabric_received_messages_total{fabric}        messages and datagrams received
 //	cmrt_fabric_completions_total{fabric}              work completions produced
@@ -208,6 +209,7 @@ var (
 	fConnsDesc      = prometheus.NewDesc("cmrt_fabric_connections_total", "Connections established.", fabricLabels, nil)
 	fSentBytesDesc  = prometheus.NewDesc("cmrt_fabric_sent_bytes_total", "Bytes written to data sockets (RC streams after MPA, UD datagrams).", fabricLabels, nil)
 	fRecvBytesDesc  = prometheus.NewDesc("cmrt_fabric_received_bytes_total", "Bytes read from data sockets (RC streams after MPA, UD datagrams).", fabricLabels, nil)
+	fSentWritesDesc = prometheus.NewDesc("cmrt_fabric_sent_writes_total", "System calls that wrote to RC data sockets: with the messages sent, how many leave per call.", fabricLabels, nil)
 	fSentMsgsDesc   = prometheus.NewDesc("cmrt_fabric_sent_messages_total", "RC messages and UD datagrams sent.", fabricLabels, nil)
 	fRecvMsgsDesc   = prometheus.NewDesc("cmrt_fabric_received_messages_total", "RC messages and UD datagrams received.", fabricLabels, nil)
 	fCompletionDesc = prometheus.NewDesc("cmrt_fabric_completions_total", "Work completions produced, successful or not.", fabricLabels, nil)
@@ -216,7 +218,7 @@ var (
 var allDescs = []*prometheus.Desc{
 	idsDesc, eventsDesc, callsDesc, cancelsDesc, recordsDesc, droppedDesc, uncountedDesc,
 	rChannelsDesc, rEventsDesc, rPendingDesc, rOverloadsDesc, rPanicsDesc, rErrorsDesc, rLatencyDesc,
-	fConnsDesc, fSentBytesDesc, fRecvBytesDesc, fSentMsgsDesc, fRecvMsgsDesc, fCompletionDesc,
+	fConnsDesc, fSentBytesDesc, fRecvBytesDesc, fSentWritesDesc, fSentMsgsDesc, fRecvMsgsDesc, fCompletionDesc,
 }
 
 // Describe implements prometheus.Collector.
@@ -343,6 +345,7 @@ func collectSoft(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(fConnsDesc, prometheus.CounterValue, float64(t.Connections), name)
 	ch <- prometheus.MustNewConstMetric(fSentBytesDesc, prometheus.CounterValue, float64(t.SentBytes), name)
 	ch <- prometheus.MustNewConstMetric(fRecvBytesDesc, prometheus.CounterValue, float64(t.ReceivedBytes), name)
+	ch <- prometheus.MustNewConstMetric(fSentWritesDesc, prometheus.CounterValue, float64(t.SentWrites), name)
 	ch <- prometheus.MustNewConstMetric(fSentMsgsDesc, prometheus.CounterValue, float64(t.SentMessages), name)
 	ch <- prometheus.MustNewConstMetric(fRecvMsgsDesc, prometheus.CounterValue, float64(t.ReceivedMessages), name)
 	ch <- prometheus.MustNewConstMetric(fCompletionDesc, prometheus.CounterValue, float64(t.Completions), name)

@@ -125,12 +125,16 @@ cmrt_reactor_handler_errors_total{reactor="server"} 0
 	const maxRTRs = 2 * (1 + 4)
 	sb, rb := value(t, reg, "cmrt_fabric_sent_bytes_total", "fabric", "soft"), value(t, reg, "cmrt_fabric_received_bytes_total", "fabric", "soft")
 	sm, rm := value(t, reg, "cmrt_fabric_sent_messages_total", "fabric", "soft"), value(t, reg, "cmrt_fabric_received_messages_total", "fabric", "soft")
+	sw := value(t, reg, "cmrt_fabric_sent_writes_total", "fabric", "soft") - float64(before.SentWrites)
 	sb -= float64(before.SentBytes)
 	rb -= float64(before.ReceivedBytes)
 	sm -= float64(before.SentMessages)
 	rm -= float64(before.ReceivedMessages)
 	if rb > sb || rm > sm || sm > maxRTRs || (sm == 0) != (sb == 0) || (rm == 0) != (rb == 0) {
 		t.Errorf("data path: sent %v bytes in %v messages, received %v in %v; want no more received than sent, at most %d messages (RTRs)", sb, sm, rb, rm, maxRTRs)
+	}
+	if sw > sm || (sw == 0) != (sb == 0) {
+		t.Errorf("data path: %v bytes in %v messages sent with %v writes; want a write for some bytes, none without, and no more writes than these short messages", sb, sm, sw)
 	}
 
 	// The handler latency histograms: one per reactor, together counting
