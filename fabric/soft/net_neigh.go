@@ -67,9 +67,9 @@ func solicit(src netip.Addr, dst netip.Addr, oif int) {
 		_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_BINDTOIFINDEX, oif)
 	}
 	if src.IsValid() && !src.IsUnspecified() {
-		_ = unix.Bind(fd, sockaddr(netip.AddrPortFrom(src, 0)))
+		_ = bindTo(fd, netip.AddrPortFrom(src, 0))
 	}
-	if unix.Connect(fd, sockaddr(netip.AddrPortFrom(dst, solicitPort))) == nil {
+	if connectTo(fd, netip.AddrPortFrom(dst, solicitPort)) == nil {
 		_, _ = unix.Write(fd, nil)
 	}
 }

@@ -16,15 +16,22 @@ func sockaddr(ap netip.AddrPort) unix.Sockaddr {
 	if a.Is4() {
 		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.As4()}
 	}
-	sa := &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16()}
-	if z := a.Zone(); z != "" {
-		if n, err := strconv.Atoi(z); err == nil {
-			sa.ZoneId = uint32(n)
-		} else if ifi, err := interfaceByName(z); err == nil {
-			sa.ZoneId = uint32(ifi)
-		}
+	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: a.As16(), ZoneId: scopeID(a.Zone())}
+}
+
+// scopeID is the scope of an IPv6 zone: its number, or the index of the
+// interface it names (0 when there is none, or none by that name).
+func scopeID(zone string) uint32 {
+	if zone == "" {
+		return 0
 	}
-	return sa
+	if n, err := strconv.Atoi(zone); err == nil {
+		return uint32(n)
+	}
+	if ifi, err := interfaceByName(zone); err == nil {
+		return uint32(ifi)
+	}
+	return 0
 }
 
 // rawSockaddr writes ap into rsa in the kernel's form and returns its
@@ -43,13 +50,7 @@ func rawSockaddr(ap netip.AddrPort, rsa *unix.RawSockaddrAny) uint32 {
 	sa.Family = unix.AF_INET6
 	putNetPort(&sa.Port, ap.Port())
 	sa.Addr = a.As16()
-	if z := a.Zone(); z != "" {
-		if n, err := strconv.Atoi(z); err == nil {
-			sa.Scope_id = uint32(n)
-		} else if ifi, err := interfaceByName(z); err == nil {
-			sa.Scope_id = uint32(ifi)
-		}
-	}
+	sa.Scope_id = scopeID(a.Zone())
 	return unix.SizeofSockaddrInet6
 }
 

@@ -78,7 +78,7 @@ func checkGroupRoute(group, local netip.Addr, port uint16, ifindex int) error {
 		return err
 	}
 	defer unix.Close(fd)
-	if err := unix.Bind(fd, sockaddr(netip.AddrPortFrom(local, 0))); err != nil {
+	if err := bindTo(fd, netip.AddrPortFrom(local, 0)); err != nil {
 		return os.NewSyscallError("bind", err)
 	}
 	udMulticastIF(fd, fam, local, ifindex)

@@ -201,7 +201,7 @@ func udSendOnce(f *Fabric, src, to netip.AddrPort, b []byte) {
 	}
 	defer unix.Close(fd)
 	if src.Addr().IsValid() && family(src.Addr()) == fam {
-		if err := unix.Bind(fd, sockaddr(src)); err != nil {
+		if err := bindTo(fd, src); err != nil {
 			f.log.Debug().Err(err).Stringer("from", src).Stringer("to", to).Msg("SIDR REP not sent: its port is taken")
 			return
 		}
