@@ -93,7 +93,6 @@ type Conn struct {
 	mword [batchMsgs][msgSize]byte
 	mn    int  // messages in mwr
 	mlen  int  // their data bytes
-	batch bool // postWriteMsg may leave its message in mwr (Write's postData)
 	lists bool // the QP posts lists (fabric.SendListPoster): Write batches its messages
 
 	mu        sync.Mutex

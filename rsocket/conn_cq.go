@@ -256,7 +256,7 @@ func (c *Conn) updateCredits() {
 			msg |= msgSGEMark // cmrt peers read the entry when this arrives
 		}
 		err = c.postWriteMsg(sendID(kCredit, n, 0), b, nil, id.SendInline,
-			c.remSGL.Addr+uint64(c.remSGE)*sgeLen, c.remSGL.Key, msg)
+			c.remSGL.Addr+uint64(c.remSGE)*sgeLen, c.remSGL.Key, msg, false)
 		c.rAvail -= half
 		if c.rFree += half; c.rFree >= len(c.rbuf) {
 			c.rFree = 0
@@ -303,7 +303,7 @@ func (c *Conn) postMsg(m uint32, wrid uint64) error {
 // postMsgs posts what is left. The work requests are the connection's
 // own (the QP copies them), so posting allocates nothing. Called with mu
 // held.
-func (c *Conn) postWriteMsg(wrid uint64, buf []byte, mr id.MR, flags id.SendFlags, addr uint64, rkey, m uint32) error {
+func (c *Conn) postWriteMsg(wrid uint64, buf []byte, mr id.MR, flags id.SendFlags, addr uint64, rkey, m uint32, batch bool) error {
 	if !c.msgSend {
 		return c.postImm(wrid, buf, mr, flags, addr, rkey, m)
 	}
@@ -314,7 +314,7 @@ func (c *Conn) postWriteMsg(wrid uint64, buf []byte, mr id.MR, flags id.SendFlag
 		Buf: c.order.AppendUint32(c.mword[k][:0], m)}
 	c.mn++
 	c.mlen += len(buf)
-	if c.batch && c.mn < batchMsgs && c.mlen < maxXfer {
+	if batch && c.mn < batchMsgs && c.mlen < maxXfer {
 		return nil
 	}
 	return c.postMsgs()

@@ -115,9 +115,7 @@ func (c *Conn) Write(b []byte) (int, error) {
 		left := len(b) - n
 		if !c.canSend(left) {
 			if err := c.postMsgs(); err != nil {
-				c.down(fmt.Errorf("rsocket: post write: %w", err))
-				c.mu.Unlock()
-				return posted, c.opErr("write", err)
+				return c.writeFailed(posted, err)
 			}
 			if !c.spin(spinWrite) {
 				c.mu.Unlock()
@@ -134,25 +132,28 @@ func (c *Conn) Write(b []byte) (int, error) {
 			olen = min(2*olen, maxXfer)
 		}
 		x = min(x, int(c.tsgl[c.tsge].Len))
-		c.batch = batch
-		k, err := c.postData(b[n : n+x])
-		c.batch = false
+		k, err := c.postData(b[n:n+x], batch)
 		if err != nil {
-			c.down(fmt.Errorf("rsocket: post write: %w", err))
-			c.mu.Unlock()
-			return posted, c.opErr("write", err)
+			return c.writeFailed(posted, err)
 		}
 		if n += k; c.mn == 0 {
 			posted = n
 		}
 	}
 	if err := c.postMsgs(); err != nil {
-		c.down(fmt.Errorf("rsocket: post write: %w", err))
-		c.mu.Unlock()
-		return posted, c.opErr("write", err)
+		return c.writeFailed(posted, err)
 	}
 	c.mu.Unlock()
 	return n, nil
+}
+
+// writeFailed ends a Write whose post failed: the connection goes down,
+// mu is released, and the Write reports the bytes of the messages posted
+// before the failure. Called with mu held.
+func (c *Conn) writeFailed(posted int, err error) (int, error) {
+	c.down(fmt.Errorf("rsocket: post write: %w", err))
+	c.mu.Unlock()
+	return posted, c.opErr("write", err)
 }
 
 // writeErr is what stops a Write. Called with mu held.
@@ -214,7 +215,10 @@ func (c *Conn) sbufChunk() (off, n, skip int) {
 // before this goroutine runs again, and a clear made after the post would
 // erase that descriptor (the connection then waits for an entry it never
 // sees again: the kernel fabric's interop hang).
-func (c *Conn) postData(p []byte) (int, error) {
+//
+// With batch (a Write's data messages, where the QP posts lists) the
+// message may wait in mwr for the next ones (postWriteMsg).
+func (c *Conn) postData(p []byte, batch bool) (int, error) {
 	t := &c.tsgl[c.tsge]
 	addr, key := t.Addr, t.Key
 	buf, mr, flags, rel := p, id.MR(nil), id.SendInline, 0
@@ -243,9 +247,9 @@ func (c *Conn) postData(p []byte) (int, error) {
 		c.tsge = (c.tsge + 1) % len(c.tsgl)
 		// Posted at once, not batched: the peer offers the entry
 		// again only once it has this message.
-		c.batch = false
+		batch = false
 	}
-	if err := c.postWriteMsg(sendID(kData, uint64(n), rel), buf, mr, flags, addr, key, msgWord(opData, uint32(len(buf)))); err != nil {
+	if err := c.postWriteMsg(sendID(kData, uint64(n), rel), buf, mr, flags, addr, key, msgWord(opData, uint32(len(buf))), batch); err != nil {
 		return 0, err
 	}
 	if testPostedData != nil && c.mn == 0 {

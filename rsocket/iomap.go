@@ -64,7 +64,7 @@ func (c *Conn) IOMap(buf []byte, offset int64) (int64, error) {
 	b := appendIOMap(c.scratch[:0], c.order, e)
 	n := c.msgWRs()
 	err = c.postWriteMsg(sendID(kIOMap, uint64(n), 0), b, nil, id.SendInline,
-		c.remIOMap.Addr+uint64(k)*iomapLen, c.remIOMap.Key, msgWord(opIOMapSGL, uint32(k)))
+		c.remIOMap.Addr+uint64(k)*iomapLen, c.remIOMap.Key, msgWord(opIOMapSGL, uint32(k)), false)
 	if err != nil {
 		_ = c.cm.DeregMR(mr)
 		c.down(fmt.Errorf("rsocket: post iomap: %w", err))
