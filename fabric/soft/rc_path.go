@@ -206,8 +206,12 @@ func (p *rcPath) orqLen() int {
 // attaches the endpoint's QP if there is one. passive selects the
 // responder's start rules: p2p waits for the RTR before ESTABLISHED,
 // otherwise FPDUs are held until the initiator's first one or the hold
-// delay. As initiator, rtr is the RTR to send first (0: none).
-func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
+// delay. As initiator, rtr is the RTR to send first (0: none). ev, when
+// not nil, is queued once the path is made and the QP attached, before
+// anything is written: the initiator's ESTABLISHED wakes its waiter
+// without waiting for the RTR's write, which stays first on the wire (next
+// picks it before any message, and posts need c.mu, held here).
+func (c *conn) startDataPath(passive, p2p bool, rtr RTR, ev *fabric.RawEvent) {
 	c.rts = true
 	p := c.newPath(rtr)
 	if passive {
@@ -223,9 +227,15 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 	if !passive && rtr != 0 {
 		p.arm(rtrRepeatDelay, p.repeatRTR)
 	}
-	if q := c.ep.rcQP(); q != nil {
-		p.attach(q)
-	} else {
+	q := c.ep.rcQP()
+	bound := q != nil && p.bind(q)
+	if ev != nil {
+		c.ep.emit(ev)
+	}
+	switch {
+	case bound:
+		p.pump()
+	case q == nil:
 		p.pump() // the RTR goes out even before there is a QP
 		p.dropIdle()
 	}
@@ -367,22 +377,30 @@ func (p *rcPath) rtrTimeout() {
 
 // attach binds the QP to the path and starts what it has queued.
 func (p *rcPath) attach(q *rcQP) {
+	if p.bind(q) {
+		p.pump()
+	}
+}
+
+// bind binds the QP to the path and reports whether it did; pump then
+// starts what it has queued.
+func (p *rcPath) bind(q *rcQP) bool {
 	if p.qp == q {
-		return
+		return false
 	}
 	if p.qp != nil || p.dead {
 		q.fail(0)
-		return
+		return false
 	}
 	q.mu.Lock()
 	if q.destroyed || q.state != qpReset {
 		q.mu.Unlock()
-		return
+		return false
 	}
 	q.state, q.path = qpRTS, p
 	q.mu.Unlock()
 	p.qp = q
-	p.pump()
+	return true
 }
 
 // detachQP takes a destroyed QP off the path. Nothing of the QP's is
