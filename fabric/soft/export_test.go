@@ -293,3 +293,17 @@ func LoopReads(ep fabric.Endpoint) int {
 	}
 	return int(c.dp.loopReads)
 }
+
+// PathMSSRead reports, on the connection's loop, whether the data path of
+// ep's connection has read the socket's MSS (rcPath.maxSeg); false when
+// there is no path.
+func PathMSSRead(ep fabric.Endpoint) bool {
+	c := connOf(ep)
+	var read bool
+	c.l.call(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		read = c.dp != nil && c.dp.maxUntag != 0
+	})
+	return read
+}
