@@ -809,8 +809,15 @@ func (c *conn) closeNow() {
 		c.lis.waiting.remove(c)
 	}
 	c.closeDataPath()
-	if c.rxw == nil || !c.rxw.closeConn() {
-		c.l.unregister(c.fd)
+	if dup := c.rxw != nil; !dup || !c.rxw.closeConn() {
+		// A socket never duplicated leaves the epoll set as it is
+		// closed; a direct reader's duplicate (rc_rxwait.go) may still
+		// be open, and would keep it there.
+		if dup {
+			c.l.unregister(c.fd)
+		} else {
+			c.l.Forget(c.fd)
+		}
 		_ = unix.Close(c.fd)
 		c.l.eng.release(c.l)
 	}
