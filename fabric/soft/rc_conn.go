@@ -812,7 +812,9 @@ func (c *conn) closeNow() {
 	if dup := c.rxw != nil; !dup || !c.rxw.closeConn() {
 		// A socket never duplicated leaves the epoll set as it is
 		// closed; a direct reader's duplicate (rc_rxwait.go) may still
-		// be open, and would keep it there.
+		// be open, and would keep it there. (A child being forked holds
+		// the socket, close-on-exec, until its exec: its item stays that
+		// long, its reports dropped as stale.)
 		if dup {
 			c.l.unregister(c.fd)
 		} else {
