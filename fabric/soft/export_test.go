@@ -1,7 +1,10 @@
 package soft
 
 import (
+	"fmt"
 	"net/netip"
+	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -292,4 +295,66 @@ func LoopReads(ep fabric.Endpoint) int {
 		return 0
 	}
 	return int(c.dp.loopReads)
+}
+
+// PathMSSRead reports, on the connection's loop, whether the data path of
+// ep's connection has read the socket's MSS (rcPath.maxSeg); false when
+// there is no path.
+func PathMSSRead(ep fabric.Endpoint) bool {
+	c := connOf(ep)
+	var read bool
+	c.l.call(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		read = c.dp != nil && c.dp.maxUntag != 0
+	})
+	return read
+}
+
+// CloseConnInEpoll closes the connection of ep at once, on its loop, and
+// reports whether an epoll set of the process still holds an item for the
+// closed socket, looked at with the connection's lock still held (a
+// direct reader cannot close its duplicate meanwhile).
+func CloseConnInEpoll(ep fabric.Endpoint) (inSet bool, err error) {
+	c := connOf(ep)
+	c.l.call(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		fd := c.fd
+		var st unix.Stat_t
+		if err = unix.Fstat(fd, &st); err != nil {
+			return
+		}
+		c.closeNow()
+		inSet, err = EpollHolds(fd, st.Ino)
+	})
+	return inSet, err
+}
+
+// EpollHolds reports whether an epoll set of the process holds an item for
+// descriptor number fd whose file has inode ino (from /proc/self/fdinfo).
+func EpollHolds(fd int, ino uint64) (bool, error) {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return false, err
+	}
+	for _, e := range ents {
+		if link, _ := os.Readlink("/proc/self/fd/" + e.Name()); link != "anon_inode:[eventpoll]" {
+			continue
+		}
+		info, err := os.ReadFile("/proc/self/fdinfo/" + e.Name())
+		if err != nil {
+			continue // closed meanwhile
+		}
+		for _, line := range strings.Split(string(info), "\n") {
+			var tfd int
+			var events, data uint64
+			var pos int64
+			var tino uint64
+			if n, _ := fmt.Sscanf(line, "tfd: %d events: %x data: %x pos:%d ino:%x", &tfd, &events, &data, &pos, &tino); n == 5 && tfd == fd && tino == ino {
+				return true, nil
+			}
+		}
+	}
+	return false, nil
 }

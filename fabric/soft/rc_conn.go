@@ -415,8 +415,7 @@ func (c *conn) parseReply() {
 	rest := c.rbuf[n:]
 	c.rbuf = nil
 	c.param.PrivateData, c.req.PrivateData = nil, nil // sent: not kept for the connection's life
-	c.startDataPath(false, false, rtr)                // the RTR, if any, goes out first
-	ep.emit(&raw)
+	c.startDataPath(false, false, rtr, &raw)          // ESTABLISHED queued, then the RTR written
 	if len(rest) > 0 && c.state == csRTS {
 		p := c.path()
 		p.rx(rest) // FPDUs that came right behind the Reply
@@ -564,7 +563,7 @@ func (c *conn) acceptReply(buf []byte, p *fabric.ConnParam) (b []byte, p2p bool,
 // accepted starts the data path of a connection whose Reply is written
 // (or queued) and reports ESTABLISHED, which in P2P mode waits for the RTR.
 func (c *conn) accepted(p2p bool) {
-	c.startDataPath(true, p2p, 0)
+	c.startDataPath(true, p2p, 0, nil)
 	if !p2p {
 		raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 		c.ep.emit(&raw)
@@ -810,8 +809,17 @@ func (c *conn) closeNow() {
 		c.lis.waiting.remove(c)
 	}
 	c.closeDataPath()
-	if c.rxw == nil || !c.rxw.closeConn() {
-		c.l.unregister(c.fd)
+	if dup := c.rxw != nil; !dup || !c.rxw.closeConn() {
+		// A socket never duplicated leaves the epoll set as it is
+		// closed; a direct reader's duplicate (rc_rxwait.go) may still
+		// be open, and would keep it there. (A child being forked holds
+		// the socket, close-on-exec, until its exec: its item stays that
+		// long, its reports dropped as stale.)
+		if dup {
+			c.l.unregister(c.fd)
+		} else {
+			c.l.Forget(c.fd)
+		}
 		_ = unix.Close(c.fd)
 		c.l.eng.release(c.l)
 	}

@@ -79,7 +79,7 @@ func newFuzzConnSized(tb testing.TB, crc bool, base int) *fuzzConn {
 		}
 	}
 	_ = fc.qp.PostRecv(&fabric.RecvWR{WRID: 9})
-	c.startDataPath(false, false, 0)
+	c.startDataPath(false, false, 0, nil)
 	return fc
 }
 

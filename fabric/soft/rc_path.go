@@ -119,7 +119,7 @@ type rcPath struct {
 
 	// The fields are ordered for size (TestRCPathSize): flags together,
 	// limits in 32 bits.
-	maxUntag  int32 // payload per Send FPDU
+	maxUntag  int32 // payload per Send FPDU (0: MSS not read yet, maxSeg)
 	maxTagged int32 // payload per Write / Read Response FPDU
 	ord       int32 // Reads we may have outstanding (peer's IRD, ours)
 	ird       int32 // the negotiated IRD: Read Requests the peer may have outstanding
@@ -206,8 +206,12 @@ func (p *rcPath) orqLen() int {
 // attaches the endpoint's QP if there is one. passive selects the
 // responder's start rules: p2p waits for the RTR before ESTABLISHED,
 // otherwise FPDUs are held until the initiator's first one or the hold
-// delay. As initiator, rtr is the RTR to send first (0: none).
-func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
+// delay. As initiator, rtr is the RTR to send first (0: none). ev, when
+// not nil, is queued once the path is made and the QP attached, before
+// anything is written: the initiator's ESTABLISHED wakes its waiter
+// without waiting for the RTR's write, which stays first on the wire (next
+// picks it before any message, and posts need c.mu, held here).
+func (c *conn) startDataPath(passive, p2p bool, rtr RTR, ev *fabric.RawEvent) {
 	c.rts = true
 	p := c.newPath(rtr)
 	if passive {
@@ -223,9 +227,15 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR) {
 	if !passive && rtr != 0 {
 		p.arm(rtrRepeatDelay, p.repeatRTR)
 	}
-	if q := c.ep.rcQP(); q != nil {
-		p.attach(q)
-	} else {
+	q := c.ep.rcQP()
+	bound := q != nil && p.bind(q)
+	if ev != nil {
+		c.ep.emit(ev)
+	}
+	switch {
+	case bound:
+		p.pump()
+	case q == nil:
 		p.pump() // the RTR goes out even before there is a QP
 		p.dropIdle()
 	}
@@ -253,12 +263,6 @@ func (c *conn) newPath(rtr RTR) *rcPath {
 	for k := range p.rxMSN {
 		p.rxMSN[k], p.txMSN[k] = 1, 1
 	}
-	mss, err := unix.GetsockoptInt(c.fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
-	if err != nil || mss <= 0 {
-		mss = defaultMSS
-	}
-	p.maxUntag = int32(max(iwarp.MaxPayload(mss, iwarp.OpSend), 64))
-	p.maxTagged = int32(max(iwarp.MaxPayload(mss, iwarp.OpWrite), 64))
 	c.dp = p
 	return p
 }
@@ -367,22 +371,30 @@ func (p *rcPath) rtrTimeout() {
 
 // attach binds the QP to the path and starts what it has queued.
 func (p *rcPath) attach(q *rcQP) {
+	if p.bind(q) {
+		p.pump()
+	}
+}
+
+// bind binds the QP to the path and reports whether it did; pump then
+// starts what it has queued.
+func (p *rcPath) bind(q *rcQP) bool {
 	if p.qp == q {
-		return
+		return false
 	}
 	if p.qp != nil || p.dead {
 		q.fail(0)
-		return
+		return false
 	}
 	q.mu.Lock()
 	if q.destroyed || q.state != qpReset {
 		q.mu.Unlock()
-		return
+		return false
 	}
 	q.state, q.path = qpRTS, p
 	q.mu.Unlock()
 	p.qp = q
-	p.pump()
+	return true
 }
 
 // detachQP takes a destroyed QP off the path. Nothing of the QP's is
@@ -598,7 +610,7 @@ func (p *rcPath) sendDirect() bool {
 		if m.kind == txNone && !p.next() {
 			break
 		}
-		if m.op == iwarp.OpReadRequest || m.reg == nil || min(p.maxSeg(m.op), len(m.payload)-m.off) < txDirectMin ||
+		if m.op == iwarp.OpReadRequest || m.reg == nil || len(m.payload)-m.off < txDirectMin || p.maxSeg(m.op) < txDirectMin ||
 			!m.reg.valid.Load() {
 			break // fill sends it (emit ends a message whose region went away)
 		}
@@ -668,12 +680,41 @@ func (p *rcPath) sendDirect() bool {
 	return true
 }
 
-// maxSeg is the payload of a full FPDU of op.
+// minSeg is the least payload of a full FPDU, whatever the MSS.
+const minSeg = 64
+
+// segLen is the payload of the next FPDU of an op with rem bytes left:
+// all of them when they fit the least FPDU (no need to know the MSS),
+// else up to a full FPDU (maxSeg).
+func (p *rcPath) segLen(op iwarp.Opcode, rem int) int {
+	if rem <= minSeg {
+		return rem
+	}
+	return min(p.maxSeg(op), rem)
+}
+
+// maxSeg is the payload of a full FPDU of op. The socket's MSS is read
+// (TCP_MAXSEG) the first time a message needs it, not as each end enters
+// RTS: most connections never send a message longer than minSeg, and the
+// read was two system calls per connection.
 func (p *rcPath) maxSeg(op iwarp.Opcode) int {
+	if p.maxUntag == 0 {
+		p.readMSS()
+	}
 	if op.Tagged() {
 		return int(p.maxTagged)
 	}
 	return int(p.maxUntag)
+}
+
+// readMSS sizes the path's FPDUs to the socket's MSS, as siw does.
+func (p *rcPath) readMSS() {
+	mss, err := unix.GetsockoptInt(p.c.fd, unix.IPPROTO_TCP, unix.TCP_MAXSEG)
+	if err != nil || mss <= 0 {
+		mss = defaultMSS
+	}
+	p.maxUntag = int32(max(iwarp.MaxPayload(mss, iwarp.OpSend), minSeg))
+	p.maxTagged = int32(max(iwarp.MaxPayload(mss, iwarp.OpWrite), minSeg))
 }
 
 // written is the stream position up to which TCP has taken our bytes.
@@ -833,7 +874,7 @@ func (p *rcPath) emit() {
 // returns that FPDU's payload, advancing m past it: emit and sendDirect
 // cut messages alike.
 func (p *rcPath) nextSegment(m *txMsg, h *iwarp.Header) []byte {
-	n := min(p.maxSeg(m.op), len(m.payload)-m.off)
+	n := p.segLen(m.op, len(m.payload)-m.off)
 	seg := m.payload[m.off : m.off+n]
 	if m.op.Tagged() {
 		h.STag, h.TO = m.stag, m.to+uint64(m.off)

@@ -710,3 +710,48 @@ func TestRCServerFirstWithoutHold(t *testing.T) {
 		t.Error("the initiator asked for no P2P mode")
 	}
 }
+
+// TestRCMSSReadAtFirstNeed: a data path reads the socket's MSS
+// (TCP_MAXSEG) when a message first needs it, one with more payload than
+// the least FPDU, not as each end enters RTS (two system calls per
+// connection that most never needed); messages of either kind cross whole.
+func TestRCMSSReadAtFirstNeed(t *testing.T) {
+	p := newPair(t, pairOpts{attr: id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 4, MaxRecvWR: 4}}})
+	p.disconnect = true
+	defer p.close()
+	ends := []*rcEnd{p.cli, p.srv}
+	for _, e := range ends {
+		if soft.PathMSSRead(e.id.Endpoint()) {
+			t.Fatal("MSS read as the connection entered RTS")
+		}
+	}
+	send := func(from, to *rcEnd, n int) {
+		t.Helper()
+		in := make([]byte, n)
+		if err := to.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: in, MR: reg(t, to, in, id.AccessLocalWrite)}); err != nil {
+			t.Fatal(err)
+		}
+		msg := pattern(n, byte(n))
+		if err := from.qp.PostSend(&id.SendWR{WRID: 2, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: msg, MR: reg(t, from, msg, 0)}); err != nil {
+			t.Fatal(err)
+		}
+		wantWC(t, comp(t, from.qp.SendCQ()), id.WCSuccess, id.WCSend)
+		wc := comp(t, to.qp.RecvCQ())
+		wantWC(t, wc, id.WCSuccess, id.WCRecv)
+		sameBytes(t, in[:wc.ByteLen], msg)
+	}
+	send(p.cli, p.srv, 24)
+	send(p.srv, p.cli, 64)
+	for _, e := range ends {
+		if soft.PathMSSRead(e.id.Endpoint()) {
+			t.Fatal("MSS read for messages that fit the least FPDU")
+		}
+	}
+	send(p.cli, p.srv, 256<<10)
+	if !soft.PathMSSRead(p.cli.id.Endpoint()) {
+		t.Fatal("a 256 KiB Send did not read the MSS")
+	}
+	if soft.PathMSSRead(p.srv.id.Endpoint()) {
+		t.Fatal("the receiver read the MSS")
+	}
+}

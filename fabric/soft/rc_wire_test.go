@@ -615,3 +615,42 @@ func TestRCP2PRTRRepeatsAreBounded(t *testing.T) {
 	_ = ch.src.Close()
 	quiesceFabs(t, f)
 }
+
+// TestRCEstablishedBeforeRTR: a P2P initiator queues ESTABLISHED before it
+// writes its RTR (its waiter wakes without waiting for the write), so a
+// responder that resets the connection right behind its Reply makes the
+// RTR's write fail after ESTABLISHED: the id sees ESTABLISHED, then
+// DISCONNECTED, never DISCONNECTED first. The initiator's loop is held
+// while the Reply and the reset arrive, so it reads both at once.
+func TestRCEstablishedBeforeRTR(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	f := soft.New(soft.WithP2P(soft.RTRWrite), soft.WithName("rtr-order"))
+	ch := newRCChan(t, f)
+	e := dial(t, ch, uint16(ln.Addr().(*net.TCPAddr).Port), id.QPInitAttr{}, nil, nil)
+	c, err := ln.Accept()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if req, _ := readMPA(t, c); !req.P2P || !req.WriteRTR {
+		t.Fatalf("request %+v", req)
+	}
+	release := soft.HoldLoop(f)
+	defer release()
+	rep := iwarp.MPAFrame{Reply: true, Rev: 2, Enhanced: true, IRD: 1, ORD: 1, P2P: true, WriteRTR: true}
+	b, _ := iwarp.AppendMPA(nil, &rep)
+	if _, err := c.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.(*net.TCPConn).SetLinger(0)
+	_ = c.Close() // a reset, behind the Reply
+	release()
+	ch.want(t, id.EventEstablished)
+	ch.want(t, id.EventDisconnected)
+	_ = e.id.Destroy()
+	_ = ch.src.Close()
+	quiesceFabs(t, f)
+}

@@ -237,6 +237,20 @@ func (l *Loop[H]) Unregister(fd int) error {
 	return l.poller.Delete(fd)
 }
 
+// Forget drops fd's handler without taking fd out of the epoll set, for a
+// descriptor about to be closed whose open file no other descriptor
+// refers to (never duplicated, never passed on): the kernel takes an item
+// out of an epoll set when the last descriptor of its open file is
+// closed, so the close does what Unregister's EPOLL_CTL_DEL would, one
+// system call fewer. A descriptor that has, or had, a duplicate must be
+// Unregistered instead: a duplicate still open at the close keeps the
+// item in the set, reporting for a descriptor the loop no longer knows
+// (its reports are dropped as stale, but a level-triggered one comes
+// back on every look). Loop only.
+func (l *Loop[H]) Forget(fd int) {
+	delete(l.regs, int32(fd))
+}
+
 // Range calls f for every attached descriptor. Loop only; f must not
 // register or unregister.
 func (l *Loop[H]) Range(f func(fd int, gen uint32, h H)) {

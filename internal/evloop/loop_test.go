@@ -3,6 +3,7 @@ package evloop
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"runtime"
 	"strings"
@@ -742,5 +743,117 @@ func TestFullBatchLooksAgain(t *testing.T) {
 	}
 	if full < 20*fds {
 		t.Fatalf("%d full batches for %d reports", full, 20*fds)
+	}
+}
+
+// inEpollSet reports whether the epoll set epfd holds an item for
+// descriptor number fd (/proc/self/fdinfo).
+func inEpollSet(t testing.TB, epfd, fd int) bool {
+	t.Helper()
+	info, err := os.ReadFile(fmt.Sprintf("/proc/self/fdinfo/%d", epfd))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(info), "\n") {
+		var tfd int
+		if n, _ := fmt.Sscanf(line, "tfd: %d", &tfd); n == 1 && tfd == fd {
+			return true
+		}
+	}
+	return false
+}
+
+// TestForget: Forget drops a descriptor's handler without EPOLL_CTL_DEL,
+// and closing a descriptor never duplicated takes it out of the set (the
+// kernel drops the item with the open file's last descriptor). A
+// duplicate open at the close keeps the item in the set, which is why a
+// duplicated descriptor is Unregistered instead (the software fabric's
+// direct receive duplicates its sockets).
+func TestForget(t *testing.T) {
+	l := startLoop(t)
+	epfd := l.poller.Fd()
+	pair := func() (int, int) {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fds[0], fds[1]
+	}
+	register := func(fd int, h *handler) {
+		mustCall(t, l, func() {
+			if _, err := l.Register(fd, poll.In, h); err != nil {
+				t.Error(err)
+			}
+		})
+		if !inEpollSet(t, epfd, fd) {
+			t.Fatalf("fd %d registered but not in the set", fd)
+		}
+	}
+
+	// Never duplicated: forgotten, closed, gone from the set; the peer's
+	// bytes reach no handler.
+	a, b := pair()
+	defer unix.Close(b)
+	ha := &handler{}
+	register(a, ha)
+	mustCall(t, l, func() {
+		l.Forget(a)
+		_ = unix.Close(a)
+	})
+	if inEpollSet(t, epfd, a) {
+		t.Fatal("a forgotten descriptor, closed, is still in the set")
+	}
+	if _, err := unix.Write(b, []byte{1}); err == nil {
+		t.Fatal("write to a closed peer succeeded")
+	}
+
+	// Duplicated: forgetting and closing leaves the item in the set
+	// until the duplicate is closed too.
+	c, d := pair()
+	defer unix.Close(d)
+	hc := &handler{}
+	register(c, hc)
+	dup, err := unix.Dup(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustCall(t, l, func() {
+		l.Forget(c)
+		_ = unix.Close(c)
+	})
+	if !inEpollSet(t, epfd, c) {
+		t.Fatal("the item of a closed descriptor with an open duplicate left the set")
+	}
+	// Its reports reach no handler: they are stale.
+	if _, err := unix.Write(d, []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	mustCall(t, l, func() {})
+	mustCall(t, l, func() {})
+	if n := hc.n.Load(); n != 0 {
+		t.Fatalf("a forgotten descriptor's handler ran %d times", n)
+	}
+	_ = unix.Close(dup)
+	if inEpollSet(t, epfd, c) {
+		t.Fatal("still in the set once the duplicate is closed")
+	}
+
+	// Duplicated and Unregistered: out of the set at once.
+	e, f := pair()
+	defer unix.Close(f)
+	register(e, &handler{})
+	dup, err = unix.Dup(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dup)
+	mustCall(t, l, func() {
+		if err := l.Unregister(e); err != nil {
+			t.Error(err)
+		}
+		_ = unix.Close(e)
+	})
+	if inEpollSet(t, epfd, e) {
+		t.Fatal("an unregistered descriptor is still in the set")
 	}
 }
