@@ -137,3 +137,80 @@ func TestRouteCacheSeesChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestRouteCacheEmptiesWithMonitor, in a private network namespace: a
+// fabric with no idle grace stops its address monitor when its last id
+// goes, and with it the route cache. A change made while no monitor runs
+// is seen by no monitor, so an answer kept from before must not outlive
+// the monitor that vouched for it (a new monitor's epochs start over).
+func TestRouteCacheEmptiesWithMonitor(t *testing.T) {
+	if os.Getenv(netmonChildEnv) == "" {
+		runInNetns(t, "TestRouteCacheEmptiesWithMonitor")
+		return
+	}
+	_ = os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0)
+	ip := func(args ...string) { t.Helper(); runIP(t, args...) }
+	ip("link", "set", "lo", "up")
+	ip("link", "add", "rc0", "type", "veth", "peer", "name", "rc1")
+	ip("link", "set", "rc0", "up")
+	ip("link", "set", "rc1", "up")
+	ip("addr", "add", "10.69.0.1/24", "dev", "rc0")
+	ip("rule", "add", "pref", "100", "lookup", "local")
+	ip("rule", "del", "pref", "0")
+
+	f := soft.New(soft.WithIdleGrace(0))
+	defer f.Quiesce()
+	ch := newChannel(t, f)
+	local := netip.MustParseAddrPort("10.69.0.1:0")
+	dst := netip.MustParseAddrPort("10.69.0.1:7471")
+	// resolve resolves dst on an id bound first (so that the monitor runs
+	// and the lookups are cached), destroyed before it returns (the
+	// fabric's last: the monitor stops), and returns the errno of the call
+	// or of ADDR_ERROR, 0 when ADDR_RESOLVED and ROUTE_RESOLVED followed.
+	resolve := func() syscall.Errno {
+		t.Helper()
+		cm := mkID(t, ch, nil, id.PSTCP)
+		defer destroy(cm)
+		if err := cm.Bind(local); err != nil {
+			t.Fatal(err)
+		}
+		if err := cm.ResolveAddr(netip.AddrPort{}, dst, time.Second); err != nil {
+			var e syscall.Errno
+			if !errors.As(err, &e) {
+				t.Fatalf("no errno in %v", err)
+			}
+			return e
+		}
+		ev, err := nextWithin(ch, 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		typ, status := ev.Type, ev.Status
+		ack(t, ev)
+		if typ == id.EventAddrError {
+			return syscall.Errno(-status)
+		}
+		if typ != id.EventAddrResolved {
+			t.Fatalf("unexpected %s", typ)
+		}
+		if err := cm.ResolveRoute(time.Second); err != nil {
+			t.Fatal(err)
+		}
+		ack(t, next(t, ch, id.EventRouteResolved))
+		return 0
+	}
+	for k := range 2 {
+		if got := resolve(); got != 0 {
+			t.Fatalf("before the rule, resolution %d: %v", k, got)
+		}
+	}
+	waitFor(t, func() bool { _, running := soft.MonitorWatching(f); return !running })
+	// The lookup is prohibited; an id bound to rc0's address then takes
+	// the destination to be on rc0's link (as the kernel's rdma_cm does,
+	// see route), where nothing answers its ARP: ADDR_ERROR -ETIMEDOUT
+	// after the resolution's timeout. A cached answer would resolve.
+	ip("rule", "add", "to", "10.69.0.1", "prohibit", "pref", "10")
+	if got := resolve(); got != syscall.ETIMEDOUT {
+		t.Fatalf("after a rule made while no monitor ran: errno %d (%v), want ETIMEDOUT", got, got)
+	}
+}
