@@ -6,6 +6,7 @@ package bench
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net"
@@ -388,4 +389,104 @@ func BenchmarkDestroyQueued(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkResolve measures rdma_resolve_addr and rdma_resolve_route on
+// the software fabric as examples/cmtime takes them (BENCHMARKS.md finding
+// 21): bulk=1, one synchronous id at a time (create, resolve addr, resolve
+// route, destroy); bulk=N, N asynchronous ids on one channel, every
+// ResolveAddr issued from one goroutine while another reads the events,
+// then every ResolveRoute the same way (cmtime's work queue with one
+// thread and its event thread). An op is one id; addr-us and route-us are
+// each step's wall time per id, from its first call to its last event.
+func BenchmarkResolve(b *testing.B) {
+	for _, bulk := range []int{1, 1000} {
+		b.Run(fmt.Sprintf("bulk=%d", bulk), func(b *testing.B) {
+			dst := netip.AddrPortFrom(loopback, 9) // never connected
+			var addr, route time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			if bulk == 1 {
+				for k := 0; k < b.N; k++ {
+					cm, err := id.Create(nil, nil, id.PSTCP, id.WithFabric(cliFab))
+					if err != nil {
+						b.Fatal(err)
+					}
+					t0 := time.Now()
+					if err := cm.ResolveAddr(netip.AddrPort{}, dst, time.Second); err != nil {
+						b.Fatal(err)
+					}
+					t1 := time.Now()
+					if err := cm.ResolveRoute(time.Second); err != nil {
+						b.Fatal(err)
+					}
+					addr, route = addr+t1.Sub(t0), route+time.Since(t1)
+					_ = cm.Destroy()
+				}
+			} else {
+				for done := 0; done < b.N; done += bulk {
+					a, r := resolveBulk(b, dst, min(bulk, b.N-done))
+					addr, route = addr+a, route+r
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(addr.Microseconds())/float64(b.N), "addr-us")
+			b.ReportMetric(float64(route.Microseconds())/float64(b.N), "route-us")
+		})
+	}
+}
+
+// resolveBulk resolves the address, then the route, of n ids on one
+// channel (see BenchmarkResolve) and returns each step's wall time.
+func resolveBulk(b *testing.B, dst netip.AddrPort, n int) (addr, route time.Duration) {
+	ch, err := channel.New(channel.WithFabric(cliFab))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ch.Close()
+	ids := make([]*id.ID, n)
+	for k := range ids {
+		if ids[k], err = id.Create(ch, nil, id.PSTCP); err != nil {
+			b.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, cm := range ids {
+			_ = cm.Destroy()
+		}
+	}()
+	step := func(want id.EventType, call func(cm *id.ID) error) time.Duration {
+		got := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			for k := 0; k < n; k++ {
+				ev, err := ch.GetEventContext(ctx)
+				if err != nil {
+					got <- err
+					return
+				}
+				typ := ev.Type
+				_ = ev.Ack()
+				if typ != want {
+					got <- fmt.Errorf("event %s, want %s", typ, want)
+					return
+				}
+			}
+			got <- nil
+		}()
+		t0 := time.Now()
+		for _, cm := range ids {
+			if err := call(cm); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := <-got; err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	addr = step(id.EventAddrResolved, func(cm *id.ID) error { return cm.ResolveAddr(netip.AddrPort{}, dst, time.Second) })
+	route = step(id.EventRouteResolved, func(cm *id.ID) error { return cm.ResolveRoute(time.Second) })
+	return addr, route
 }

@@ -45,7 +45,27 @@ type netmon struct {
 	// idle is armed while nothing is watched but the subscription and rc
 	// are kept.
 	idle idleTimer
+	// routes caches lookups that found a local destination, valid while
+	// the subscription has read nothing since (see lookupRoute); emptied
+	// with the subscription.
+	routes map[routeKey]cachedRoute
 }
+
+// routeKey is what a route lookup asks.
+type routeKey struct {
+	dst, src netip.Addr
+	oif      int
+}
+
+// cachedRoute is a lookup's answer and the subscription's epoch it is
+// valid in.
+type cachedRoute struct {
+	r     netlink.Route
+	epoch uint64
+}
+
+// maxCachedRoutes bounds the route cache: past it the cache starts over.
+const maxCachedRoutes = 256
 
 // monitor is one subscription and the goroutine that reads it.
 type monitor struct {
@@ -128,6 +148,7 @@ func (n *netmon) detachLocked() (*monitor, *netlink.Conn) {
 	n.idle.stop()
 	stop, rc := n.cur, n.rc
 	n.cur, n.rc = nil, nil
+	clear(n.routes)
 	return stop, rc
 }
 
@@ -150,13 +171,53 @@ func (n *netmon) sharesRouteSocket() bool {
 }
 
 // lookupRoute asks the routing table about dst (from src, if valid) with
-// one RTM_GETROUTE.
+// one RTM_GETROUTE, or answers from the cache: a lookup that found a local
+// destination (the host's own address: loopback, a soft device's address)
+// is kept while the address monitor, subscribed to link, address, route
+// and rule changes, has read nothing since and has nothing left to read
+// (netlink.Monitor.Quiet), which holds until the kernel queues a change
+// that could alter the answer. Local routes carry no path MTU learned from
+// the network and need no neighbour, so nothing else can make them stale.
+// Other answers are not kept.
 func (n *netmon) lookupRoute(dst, src netip.Addr, oif int) (r netlink.Route, err error) {
+	k := routeKey{dst, src, oif}
+	n.mu.Lock()
+	mon, rc := n.cur, n.rc
+	cached, hit := n.routes[k]
+	n.mu.Unlock()
+	if mon == nil || rc == nil {
+		err = n.withConn(func(c *netlink.Conn) error {
+			r, err = c.RouteLookupOIF(dst, src, oif)
+			return err
+		})
+		return r, err
+	}
+	if hit {
+		if e, quiet := mon.m.Quiet(); quiet && e == cached.epoch {
+			return cached.r, nil
+		}
+	}
+	// The epoch before the lookup: the answer may be kept only if no
+	// notification was read meanwhile and none is waiting after it.
+	before := mon.m.Epoch()
 	err = n.withConn(func(c *netlink.Conn) error {
 		r, err = c.RouteLookupOIF(dst, src, oif)
 		return err
 	})
-	return r, err
+	if err != nil || r.Type != netlink.RouteLocal || before%2 != 0 {
+		return r, err
+	}
+	if e, quiet := mon.m.Quiet(); quiet && e == before {
+		n.mu.Lock()
+		if n.cur == mon {
+			if n.routes == nil || len(n.routes) >= maxCachedRoutes {
+				n.routes = make(map[routeKey]cachedRoute)
+			}
+			n.routes[k] = cachedRoute{r: r, epoch: e}
+		}
+		n.mu.Unlock()
+	}
+	return r, nil
 }
 
 // lookupNeigh reads the neighbour entry of addr on interface index.
@@ -196,11 +257,14 @@ func (n *netmon) watching() (int, bool) {
 	return len(n.eps), n.cur != nil
 }
 
-// startLocked subscribes to link and address changes. A failure (out of
+// startLocked subscribes to link, address, route and rule changes. A failure (out of
 // descriptors, netlink forbidden) is logged and leaves the endpoints
 // unwatched until the next track tries again. n.mu is held.
 func (n *netmon) startLocked() *monitor {
-	m, err := netlink.Subscribe(context.Background(), netlink.GroupLink, netlink.GroupIPv4Addr, netlink.GroupIPv6Addr)
+	// The route and rule groups only keep the route cache honest
+	// (lookupRoute): their changes raise no event.
+	m, err := netlink.Subscribe(context.Background(), netlink.GroupLink, netlink.GroupIPv4Addr, netlink.GroupIPv6Addr,
+		netlink.GroupIPv4Route, netlink.GroupIPv6Route, netlink.GroupIPv4Rule, netlink.GroupIPv6Rule)
 	if err != nil {
 		n.f.log.Warn().Err(err).Msg("address monitor unavailable: no ADDR_CHANGE or DEVICE_REMOVAL events")
 		return nil

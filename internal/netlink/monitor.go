@@ -28,6 +28,11 @@ const (
 	GroupIPv4Route Group = unix.RTNLGRP_IPV4_ROUTE
 	// GroupIPv6Route delivers IPv6 RTM_NEWROUTE/RTM_DELROUTE (RTMGRP_IPV6_ROUTE).
 	GroupIPv6Route Group = unix.RTNLGRP_IPV6_ROUTE
+	// GroupIPv4Rule and GroupIPv6Rule carry policy routing rule changes
+	// (RTM_NEWRULE/RTM_DELRULE). A Monitor decodes no Change from them;
+	// they only move its [Monitor.Epoch].
+	GroupIPv4Rule Group = unix.RTNLGRP_IPV4_RULE
+	GroupIPv6Rule Group = unix.RTNLGRP_IPV6_RULE
 )
 
 // DefaultGroups are the groups [Subscribe] joins when none are given: links
@@ -130,6 +135,10 @@ type Monitor struct {
 
 	wakeMu sync.Mutex
 	wakeFd int // eventfd that interrupts Next; -1 once closed
+
+	// epoch counts the reads of the socket, twice each: odd while a read
+	// is in progress, even between reads (see Quiet).
+	epoch atomic.Uint64
 
 	readMu   sync.Mutex // serializes Read/Next; guards the fields below
 	s        *socket
@@ -247,7 +256,9 @@ func (m *Monitor) read(changes []Change) (int, error) {
 		m.pending, m.head = m.pending[:0], 0
 	}
 	for n < len(changes) && m.head == len(m.pending) && m.deferred == nil {
+		m.epoch.Add(1) // odd: a notification may be leaving the socket
 		k, from, err := m.s.recv(unix.MSG_DONTWAIT)
+		m.epoch.Add(1)
 		if err == unix.EAGAIN {
 			break
 		}
@@ -390,6 +401,36 @@ func (m *Monitor) Next(ctx context.Context) (Change, error) {
 			_, _ = unix.Read(m.wakeFd, buf[:]) // reset the eventfd counter
 		}
 	}
+}
+
+// Epoch returns a number that changes whenever the Monitor reads its
+// socket: a notification (or a loss of some) taken from it changes the
+// epoch before the taking is over. It is odd while a read is in progress.
+func (m *Monitor) Epoch() uint64 { return m.epoch.Load() }
+
+// Quiet reports whether every notification the kernel queued before the
+// call has been read, and returns the epoch they were read in: the socket
+// holds nothing (no notification, no pending loss) and no read is in
+// progress. Something cached while the epoch was e, from the kernel's
+// state read after Quiet returned (e, true), is as fresh as a new read for
+// as long as Quiet returns (e, true), provided the subscription covers
+// every change that can alter it: a change made since was queued before
+// a later Quiet, which then either sees it queued or sees a later epoch.
+// It costs one poll(2). It reports false once the Monitor is closing.
+func (m *Monitor) Quiet() (uint64, bool) {
+	if !m.rw.TryRLock() {
+		return 0, false // Close is releasing the descriptors
+	}
+	defer m.rw.RUnlock()
+	if m.closing.Load() {
+		return 0, false
+	}
+	fds := [1]unix.PollFd{{Fd: int32(m.s.fd), Events: unix.POLLIN}}
+	if n, err := unix.Poll(fds[:], 0); err != nil || n != 0 {
+		return 0, false
+	}
+	e := m.epoch.Load()
+	return e, e%2 == 0
 }
 
 // wake interrupts a Next blocked in poll.

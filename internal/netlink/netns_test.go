@@ -515,3 +515,79 @@ func sameErrno(a, b error) bool {
 	var ea, eb syscall.Errno
 	return errors.As(a, &ea) == errors.As(b, &eb) && ea == eb
 }
+
+// TestMonitorQuiet checks what a cache built on Monitor.Quiet relies on: a
+// change made before Quiet is called is either still queued (not quiet)
+// or already read (a later epoch), for route changes, rule changes (which
+// decode into no Change) and address changes alike.
+func TestMonitorQuiet(t *testing.T) {
+	ns := newNetns(t)
+	if ns == nil {
+		return
+	}
+	var c *Conn
+	var m *Monitor
+	var err error
+	ns.do(func() {
+		if c, err = Dial(); err == nil {
+			m, err = Subscribe(context.Background(), GroupLink, GroupIPv4Addr, GroupIPv4Route, GroupIPv4Rule)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.setLinkUp(1, true); err != nil {
+		t.Fatal(err)
+	}
+	drain := func() {
+		t.Helper()
+		var buf [8]Change
+		for range 1000 {
+			if _, err := m.Read(buf[:]); errors.Is(err, syscall.EAGAIN) {
+				return
+			} else if err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Fatal("the monitor never ran dry")
+	}
+	drain()
+	changes := []struct {
+		name string
+		do   func() error
+	}{
+		{"route added", func() error {
+			return c.addRoute(RouteUnreachable, netip.MustParsePrefix("10.202.0.0/24"), netip.Addr{}, 0, 0)
+		}},
+		{"rule added", func() error {
+			return c.ack("RTM_NEWRULE", func(seq uint32) {
+				c.req.begin(unix.RTM_NEWRULE, unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL, seq)
+				c.req.rtmsg(unix.RtMsg{Family: unix.AF_INET, Table: unix.RT_TABLE_MAIN, Type: unix.RTN_UNICAST})
+				c.req.attrU32(unix.FRA_PRIORITY, 100)
+			})
+		}},
+		{"address added", func() error { return c.changeAddr(true, 1, netip.MustParsePrefix("10.203.0.1/32"), 0) }},
+	}
+	for _, ch := range changes {
+		e0, quiet := m.Quiet()
+		if !quiet || e0%2 != 0 {
+			t.Fatalf("%s: before the change: Quiet = %d, %v, want an even epoch, true", ch.name, e0, quiet)
+		}
+		if err := ch.do(); err != nil {
+			t.Fatalf("%s: %v", ch.name, err)
+		}
+		if e, quiet := m.Quiet(); quiet {
+			t.Fatalf("%s: Quiet = %d, true with the notification unread", ch.name, e)
+		}
+		drain()
+		e1, quiet := m.Quiet()
+		if !quiet || e1 == e0 {
+			t.Fatalf("%s: after reading it: Quiet = %d, %v, want an epoch other than %d, true", ch.name, e1, quiet, e0)
+		}
+	}
+	m.Close()
+	if _, quiet := m.Quiet(); quiet {
+		t.Fatal("a closed Monitor is quiet")
+	}
+}
