@@ -166,8 +166,9 @@ func (r *RawEvent) SetPrivateData(pd []byte) {
 // of the descriptor (a reactor) installs f with OnMigrate; the source calls
 // it, holding none of its locks, after each Migrate that may have moved
 // events to it, and f arranges for the source to be read (without
-// blocking) once. stop removes f and reports whether it was still
-// installed; a closed source drops its functions.
+// blocking) until it is empty, as a readiness report would. f must not
+// block. stop removes f and reports whether it was still installed; a
+// closed source drops its functions.
 type MigrateNotifier interface {
 	OnMigrate(f func()) (stop func() bool)
 }
