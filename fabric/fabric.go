@@ -158,3 +158,17 @@ type RawEvent struct {
 func (r *RawEvent) SetPrivateData(pd []byte) {
 	r.PrivateDataLen = copy(r.PrivateData[:], pd)
 }
+
+// MigrateNotifier is implemented by event sources whose descriptor does not
+// report the events Migrate moves to them: the kernel fabric's (ucma wakes
+// no poller when MIGRATE_ID moves an id's queued events to a file, so an
+// epoll of that file sees them only with the file's next event). A poller
+// of the descriptor (a reactor) installs f with OnMigrate; the source calls
+// it, holding none of its locks, after each Migrate that may have moved
+// events to it, and f arranges for the source to be read (without
+// blocking) until it is empty, as a readiness report would. f must not
+// block. stop removes f and reports whether it was still installed; a
+// closed source drops its functions.
+type MigrateNotifier interface {
+	OnMigrate(f func()) (stop func() bool)
+}

@@ -190,6 +190,9 @@ func (r *Reactor) call(fn func()) { r.l.Call(fn) }
 // software fabric's sources make their descriptor readable when they close;
 // a source that does not (the kernel fabric's rdma_cm file) stays
 // registered, its file held open by the duplicate, until Unregister.
+// Events an id brings when it is migrated to the channel are read although
+// the descriptor does not report them (the kernel fabric's: see
+// fabric.MigrateNotifier).
 func (r *Reactor) Register(ch Channel, h id.Handler) error {
 	if isNil(h) || ch == nil {
 		return fmt.Errorf("reactor: nil channel or handler: %w", syscall.EINVAL)
@@ -212,6 +215,7 @@ func (r *Reactor) Register(ch Channel, h id.Handler) error {
 		if cn, ok := ch.(closeNotifier); ok {
 			reg.stop = cn.OnClose(func() { r.ownerClosed(reg) })
 		}
+		r.watchMigrate(reg)
 	})
 }
 

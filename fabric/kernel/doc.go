@@ -25,8 +25,14 @@
 // listener left open until the listener is destroyed (their Close
 // destroys the ids they hold, as closing would) and moves each request's
 // id to the fd the request is read on. The kernel wakes no reader for
-// moved events: Migrate wakes a GetEvent waiting on the new channel, but
-// not a reactor's epoll, which sees them with the channel's next event.
+// moved events (ucma wakes the file's pollers when it queues an event, not
+// when MIGRATE_ID moves some), so Migrate does: it wakes a GetEvent waiting
+// on the new channel, and the source is a fabric.MigrateNotifier, whose
+// hook a reactor serving the channel installs at Register: Migrate calls
+// it, and the reactor reads the channel on its loop (a batch at a time,
+// until a read comes short), as if epoll had reported the fd. An
+// application polling the fd itself is not told: it reads after Migrate,
+// as librdmacm's do after rdma_migrate_id.
 //
 // The data path is pure-Go verbs over /dev/infiniband/uverbsN (package
 // internal/uverbs: the write(2) command ABI) with cmrt's own user-space

@@ -11,6 +11,7 @@ import (
 	"github.com/cmrt/cmrt/channel"
 	"github.com/cmrt/cmrt/fabric/kernel"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/reactor"
 )
 
 // waitQueued waits (bounded) until ch's fd is readable: an event is queued
@@ -123,6 +124,114 @@ func TestMigrateListenerQueuedRequest(t *testing.T) {
 			}
 			_ = want(t, cch, id.EventDisconnected).Ack()
 			destroy(t, cl, child, l)
+		})
+	}
+}
+
+// TestMigrateQueuedEventReactor: an id migrated, with an event queued, onto
+// a channel a reactor serves has the event handled. MIGRATE_ID moves the
+// queued events to the new file without waking its pollers (ucma wakes
+// them when an event is queued, not when events move), so the reactor's
+// epoll never reported them: the event waited for the channel's next one,
+// a hang where none came. The kernel source now tells the reactor, which
+// reads the channel once (fabric.MigrateNotifier). Cases: a listener's
+// queued CONNECT_REQUEST, and an accepted id's queued ESTABLISHED; inline
+// and with workers.
+func TestMigrateQueuedEventReactor(t *testing.T) {
+	_, addr := device(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+
+	for _, c := range []struct {
+		name    string
+		workers int
+		accept  bool // migrate the accepted id with its ESTABLISHED queued, not the listener
+	}{
+		{"request-inline", 0, false},
+		{"request-pool", 2, false},
+		{"established-inline", 0, true},
+		{"established-pool", 2, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			old := newChannel(t)
+			sch, cch := newChannel(t), newChannel(t)
+			r, err := reactor.New(reactor.WithWorkers(c.workers))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := r.Close(context.Background()); err != nil {
+					t.Error(err)
+				}
+			}()
+			got := make(chan *id.ID, 4)
+			want1 := id.EventConnectRequest
+			if c.accept {
+				want1 = id.EventEstablished
+			}
+			h := handlerFunc(func(ev *id.Event) error {
+				if ev.Type == want1 {
+					got <- ev.ID
+				}
+				return nil
+			})
+			if err := r.Register(sch, h); err != nil {
+				t.Fatal(err)
+			}
+			l, laddr := listen(t, old, id.PSTCP, addr)
+			cl := create(t, cch, id.PSTCP)
+			resolve(t, cch, cl, laddr)
+			if err := cl.Connect(&id.ConnParam{QPNum: nextQPN()}); err != nil {
+				t.Fatal(err)
+			}
+			waitQueued(t, old)
+			moving := l
+			if c.accept {
+				ev := want(t, old, id.EventConnectRequest)
+				moving = ev.ID
+				_ = ev.Ack()
+				if err := moving.Accept(&id.ConnParam{QPNum: nextQPN()}); err != nil {
+					t.Fatal(err)
+				}
+				_ = want(t, cch, id.EventConnectResponse).Ack()
+				if err := cl.Establish(); err != nil {
+					t.Fatal(err)
+				}
+				waitQueued(t, old) // the ESTABLISHED
+			}
+			if err := moving.Migrate(sch); err != nil {
+				t.Fatal(err)
+			}
+			var child *id.ID
+			select {
+			case i := <-got:
+				child = i
+			case <-time.After(10 * time.Second):
+				t.Fatalf("the reactor did not handle the %s queued before the migrate within 10 s", want1)
+			}
+			if c.accept {
+				if child != moving {
+					t.Fatalf("ESTABLISHED for %p, want the migrated id %p", child, moving)
+				}
+				// QP-less: the client's DISCONNECTED waits for the
+				// passive side's disconnect (its DISCONNECTED goes to the
+				// reactor).
+				if err := cl.Disconnect(); err != nil {
+					t.Fatal(err)
+				}
+				if err := moving.Disconnect(); err != nil {
+					t.Fatal(err)
+				}
+				_ = want(t, cch, id.EventDisconnected).Ack()
+			} else {
+				if err := child.Reject(nil); err != nil {
+					t.Fatal(err)
+				}
+				_ = want(t, cch, id.EventRejected).Ack()
+			}
+			if err := r.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			destroy(t, cl, child, l) // child is the migrated id when accept
 		})
 	}
 }

@@ -47,6 +47,10 @@ type source struct {
 	// here. fdClosed: the fd and buffers are released.
 	holds    int
 	fdClosed bool
+	// onMigrate holds OnMigrate's functions, by key: Migrate calls them
+	// (see kick). Close drops them.
+	onMigrate map[uint64]func()
+	nextKey   uint64
 }
 
 // errClosed is what commands on a closed channel return.
@@ -324,19 +328,32 @@ func ahAttr(a *ucma.AHAttr) fabric.AHAttr {
 
 // Migrate implements fabric.EventSource: MIGRATE_ID written on this fd with
 // the endpoint's current fd; the kernel moves the id and its queued events.
+// The kernel makes no poller of this fd see them (see kick): Migrate wakes a
+// Next waiting here and calls the OnMigrate functions, which a reactor
+// polling the fd installs to read it once.
 func (s *source) Migrate(e fabric.Endpoint) error {
+	moved, err := s.migrate(e)
+	if moved {
+		s.migrated()
+	}
+	return err
+}
+
+// migrate is Migrate but for the OnMigrate functions, which it reports
+// due: the id moved (with its queued events, if any).
+func (s *source) migrate(e fabric.Endpoint) (moved bool, _ error) {
 	ep, ok := e.(*endpoint)
 	if !ok || ep.f != s.f {
-		return fmt.Errorf("kernel: migrate_id: endpoint of another fabric: %w", syscall.EINVAL)
+		return false, fmt.Errorf("kernel: migrate_id: endpoint of another fabric: %w", syscall.EINVAL)
 	}
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if ep.destroyed {
-		return fmt.Errorf("kernel: migrate_id: endpoint destroyed: %w", syscall.EINVAL)
+		return false, fmt.Errorf("kernel: migrate_id: endpoint destroyed: %w", syscall.EINVAL)
 	}
 	old := ep.src
 	if old == s {
-		return nil
+		return false, nil
 	}
 	var cerr error
 	err := old.rc.Control(func(oldfd uintptr) {
@@ -352,10 +369,10 @@ func (s *source) Migrate(e fabric.Endpoint) error {
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("kernel: migrate_id: %w", errClosed)
+		return false, fmt.Errorf("kernel: migrate_id: %w", errClosed)
 	}
 	if cerr != nil {
-		return fmt.Errorf("kernel: migrate_id: %w", cerr)
+		return false, fmt.Errorf("kernel: migrate_id: %w", cerr)
 	}
 	old.forget(ep)
 	ep.src = s
@@ -369,7 +386,7 @@ func (s *source) Migrate(e fabric.Endpoint) error {
 		old.hold()
 		ep.former = append(ep.former, old)
 	}
-	return nil
+	return true, nil
 }
 
 // adopt moves the kernel id of a connection request just read on s to s's
@@ -403,11 +420,50 @@ func (s *source) adopt(lis, child *endpoint) {
 // queues the id's events on the fd without waking its waiters (ucma wakes
 // them when an event is added, not when events are moved), so a waiter
 // would sleep on the moved events until another came. The waiter takes the
-// past deadline as stale and reads again. A reactor's epoll of the fd is
-// not woken so.
+// past deadline as stale and reads again. An epoll of the fd is not woken
+// so: that is what the OnMigrate functions are for (migrated).
 func (s *source) kick() {
 	if s.pollable {
 		_ = s.file.SetReadDeadline(time.Unix(1, 0))
+	}
+}
+
+// OnMigrate implements fabric.MigrateNotifier: f runs after every Migrate
+// to s that moved an id, until stop or Close. A reactor polling s's fd
+// installs one to read the events MIGRATE_ID moved here, which its epoll
+// is not told of.
+func (s *source) OnMigrate(f func()) (stop func() bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return func() bool { return false }
+	}
+	if s.onMigrate == nil {
+		s.onMigrate = make(map[uint64]func())
+	}
+	s.nextKey++
+	key := s.nextKey
+	s.onMigrate[key] = f
+	return func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, ok := s.onMigrate[key]
+		delete(s.onMigrate, key)
+		return ok
+	}
+}
+
+// migrated calls the OnMigrate functions, without s.mu (they may read s).
+// Migrate is rare: the copy allocates only when a function is installed.
+func (s *source) migrated() {
+	s.mu.Lock()
+	var fs []func()
+	for _, f := range s.onMigrate {
+		fs = append(fs, f)
+	}
+	s.mu.Unlock()
+	for _, f := range fs {
+		f()
 	}
 }
 
@@ -467,6 +523,7 @@ func (s *source) Close() error {
 		return nil
 	}
 	s.closed = true
+	s.onMigrate = nil
 	eps := make([]*endpoint, 0, len(s.eps))
 	for ep := range s.eps {
 		eps = append(eps, ep)

@@ -6,6 +6,7 @@ package fakefab
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
@@ -26,6 +27,13 @@ type Fabric struct {
 	// BeforeClose, if set, runs at the start of every Source.Close: tests
 	// use it to order a step inside a caller that closes a source.
 	BeforeClose func()
+	// QuietMigrate, set before the sources are opened, makes Migrate
+	// behave as the kernel's MIGRATE_ID: the events it moves are read by
+	// the next Next (after the events queued on the source before them),
+	// but the source's descriptor does not report them, and a Next blocked
+	// before the Migrate is not woken for them. Migrate then calls the
+	// source's OnMigrate functions (fabric.MigrateNotifier).
+	QuietMigrate bool
 
 	mu   sync.Mutex
 	fail map[string]error
@@ -68,16 +76,24 @@ func (f *Fabric) Open() (fabric.EventSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Source{f: f, q: q, eps: make(map[*Endpoint]bool)}, nil
+	s := &Source{f: f, q: q, eps: make(map[*Endpoint]bool)}
+	if f.QuietMigrate {
+		s.moved, _ = evq.New() // its Fd is never asked for: no eventfd
+	}
+	return s, nil
 }
 
 // Source is a fake event source.
 type Source struct {
-	f *Fabric
-	q *evq.Queue
+	f     *Fabric
+	q     *evq.Queue
+	moved *evq.Queue // with QuietMigrate: the events Migrate moved here
 
-	mu  sync.Mutex
-	eps map[*Endpoint]bool
+	mu        sync.Mutex
+	eps       map[*Endpoint]bool
+	onMigrate map[uint64]func()
+	nextKey   uint64
+	closed    bool
 }
 
 // Fabric implements fabric.EventSource.
@@ -94,7 +110,66 @@ func (s *Source) Endpoints() int {
 }
 
 // Len returns how many events are queued.
-func (s *Source) Len() int { return s.q.Len() }
+func (s *Source) Len() int {
+	if s.moved != nil {
+		return s.q.Len() + s.moved.Len()
+	}
+	return s.q.Len()
+}
+
+// extract takes the queued events match selects.
+func (s *Source) extract(match func(*fabric.RawEvent) bool) []fabric.RawEvent {
+	rs := s.q.Extract(match)
+	if s.moved != nil {
+		rs = append(rs, s.moved.Extract(match)...)
+	}
+	return rs
+}
+
+// OnMigrate implements fabric.MigrateNotifier: with QuietMigrate, f runs
+// after every Migrate to the source that moved an endpoint, until stop or
+// Close.
+func (s *Source) OnMigrate(f func()) (stop func() bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return func() bool { return false }
+	}
+	if s.onMigrate == nil {
+		s.onMigrate = make(map[uint64]func())
+	}
+	s.nextKey++
+	key := s.nextKey
+	s.onMigrate[key] = f
+	return func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		_, ok := s.onMigrate[key]
+		delete(s.onMigrate, key)
+		return ok
+	}
+}
+
+// MigrateHooks returns how many OnMigrate functions are installed.
+func (s *Source) MigrateHooks() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.onMigrate)
+}
+
+// Migrated calls the OnMigrate functions, as a Migrate in QuietMigrate
+// mode does: tests use it to call them at a chosen time.
+func (s *Source) Migrated() {
+	s.mu.Lock()
+	fs := make([]func(), 0, len(s.onMigrate))
+	for _, f := range s.onMigrate {
+		fs = append(fs, f)
+	}
+	s.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
+}
 
 // Create implements fabric.EventSource.
 func (s *Source) Create(uid uint64, ps fabric.PortSpace, qp fabric.QPType) (fabric.Endpoint, error) {
@@ -110,24 +185,42 @@ func (s *Source) Create(uid uint64, ps fabric.PortSpace, qp fabric.QPType) (fabr
 
 // Next implements fabric.EventSource.
 func (s *Source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) error {
+	if s.moved == nil {
+		return s.q.Pop(ctx, block, ev)
+	}
+	err := s.q.Pop(ctx, false, ev)
+	if !errors.Is(err, syscall.EAGAIN) {
+		return err
+	}
+	if s.moved.Pop(ctx, false, ev) == nil {
+		return nil
+	}
 	return s.q.Pop(ctx, block, ev)
 }
 
 // Migrate implements fabric.EventSource.
 func (s *Source) Migrate(e fabric.Endpoint) error {
+	moved, err := s.migrate(e)
+	if moved && s.moved != nil {
+		s.Migrated()
+	}
+	return err
+}
+
+func (s *Source) migrate(e fabric.Endpoint) (bool, error) {
 	ep := e.(*Endpoint)
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	old := ep.src
 	if old == s {
-		return nil
+		return false, nil
 	}
 	if ep.destroyed {
-		return fmt.Errorf("fakefab: migrate of a destroyed endpoint: %w", syscall.EINVAL)
+		return false, fmt.Errorf("fakefab: migrate of a destroyed endpoint: %w", syscall.EINVAL)
 	}
 	if ep.uid != 0 {
 		uid := ep.uid
-		moved := old.q.Extract(func(r *fabric.RawEvent) bool { return r.UID == uid })
+		moved := old.extract(func(r *fabric.RawEvent) bool { return r.UID == uid })
 		// The new endpoints of queued requests move with them: the old
 		// source may close before they are delivered.
 		for k := range moved {
@@ -145,8 +238,12 @@ func (s *Source) Migrate(e fabric.Endpoint) error {
 				c.mu.Unlock()
 			}
 		}
-		if err := s.q.PushAll(moved); err != nil {
-			return err
+		q := s.q
+		if s.moved != nil {
+			q = s.moved
+		}
+		if err := q.PushAll(moved); err != nil {
+			return false, err
 		}
 	}
 	old.mu.Lock()
@@ -156,7 +253,7 @@ func (s *Source) Migrate(e fabric.Endpoint) error {
 	s.eps[ep] = true
 	s.mu.Unlock()
 	ep.src = s
-	return nil
+	return true, nil
 }
 
 // Close implements fabric.EventSource.
@@ -165,6 +262,7 @@ func (s *Source) Close() error {
 		h()
 	}
 	s.mu.Lock()
+	s.closed, s.onMigrate = true, nil
 	eps := make([]*Endpoint, 0, len(s.eps))
 	for ep := range s.eps {
 		eps = append(eps, ep)
@@ -173,7 +271,11 @@ func (s *Source) Close() error {
 	for _, ep := range eps {
 		_ = ep.Destroy()
 	}
-	for _, r := range s.q.Close() {
+	left := s.q.Close()
+	if s.moved != nil {
+		left = append(left, s.moved.Close()...)
+	}
+	for _, r := range left {
 		if r.Child != nil {
 			_ = r.Child.Destroy()
 		}
@@ -224,7 +326,7 @@ func (e *Endpoint) Queued() int {
 	e.mu.Lock()
 	src := e.src
 	e.mu.Unlock()
-	return src.q.Len()
+	return src.Len()
 }
 
 // Inject queues an event of type t with status for the endpoint; it reports
@@ -432,7 +534,7 @@ func (e *Endpoint) Destroy() error {
 	uid, src := e.uid, e.src
 	e.mu.Unlock()
 	if uid != 0 {
-		for _, r := range src.q.Extract(func(r *fabric.RawEvent) bool { return r.UID == uid }) {
+		for _, r := range src.extract(func(r *fabric.RawEvent) bool { return r.UID == uid }) {
 			if r.Child != nil {
 				_ = r.Child.Destroy()
 			}
