@@ -35,8 +35,11 @@ func TestIdleTimerMoves(t *testing.T) {
 	}
 	var last time.Time
 	for k := 0; k < 6; k++ { // 6 arms 15 ms apart: 90 ms, over two periods
-		arm()
+		// Read before the arm, whose deadline is then at least last +
+		// grace: read after it, a preempted test saw the period end
+		// less than grace after its reading, the timer right.
 		last = time.Now()
+		arm()
 		time.Sleep(15 * time.Millisecond)
 	}
 	select {
