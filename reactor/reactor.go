@@ -841,6 +841,7 @@ func (r *Reactor) abandon() {
 	for mb, ok := r.runq.Pop(); ok; mb, ok = r.runq.Pop() {
 		mb.scheduled = false
 		r.mboxes.del(mb.key)
+		mb.key = mboxKey{}
 	}
 	r.sweepIdleLocked()
 	r.mbMu.Unlock()
