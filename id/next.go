@@ -154,6 +154,76 @@ func TakeClaim(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp) (
 	}
 }
 
+// BatchSource is an event source that moves several events out under one
+// hold of its queue's lock (the software fabric's and fakefab's): a
+// runtime taking a batch (a reactor's pool loop, through a Claimer) then
+// locks it once per batch instead of once per event. For each of up to
+// max oldest events, into(front) returns where to move it, or nil to leave
+// it and the rest queued; the event is moved there and took(out) runs
+// before the next, both under the lock. into never accepts a
+// CONNECT_REQUEST (Claimer's refuses them): that is read with Next, which
+// counts it in its listener's backlog. It returns how many events it
+// moved; 0 on an empty or closed source.
+type BatchSource interface {
+	NextEach(max int, into func(front *fabric.RawEvent) *fabric.RawEvent, took func(raw *fabric.RawEvent)) int
+}
+
+// Claimer claims events in batches, for a runtime that hands them to
+// workers as TakeClaim's: from a BatchSource, each event is claimed while
+// the source's lock is still held, so that the event is never out of its
+// queue without being counted against its owner for longer than a single
+// Next and claim leave it (Migrate and Destroy see it either queued or
+// claimed, as with TakeClaim). A Claimer is one goroutine's: its sink's
+// methods run on the goroutine that calls Claim.
+type Claimer struct {
+	sink   ClaimSink
+	intoFn func(*fabric.RawEvent) *fabric.RawEvent // c.intoFront, made once: Claim allocates nothing
+	tookFn func(*fabric.RawEvent)                  // c.took
+}
+
+// ClaimSink is where a Claimer's events go.
+type ClaimSink interface {
+	// ClaimInto returns the buffer to move the next event into, or nil:
+	// take no more now.
+	ClaimInto() *fabric.RawEvent
+	// Claimed is called with the event moved into ClaimInto's buffer and
+	// its claim; ok is false when the event is dropped (its id no longer
+	// exists), and the buffer is then the sink's to reuse.
+	Claimed(raw *fabric.RawEvent, c Claim, ok bool)
+}
+
+// NewClaimer returns a Claimer that hands its events to sink.
+func NewClaimer(sink ClaimSink) *Claimer {
+	c := &Claimer{sink: sink}
+	c.intoFn, c.tookFn = c.intoFront, c.took
+	return c
+}
+
+// Claim moves and claims up to max events of src if src is a BatchSource,
+// and reports whether it is. It stops before a CONNECT_REQUEST (take it
+// with TakeClaim), and at the first nil of ClaimInto. n counts the events
+// moved, dropped ones included: 0 means that src is empty or closed, that
+// its oldest event is a CONNECT_REQUEST, or that the sink refused at once.
+func (c *Claimer) Claim(src fabric.EventSource, max int) (n int, batch bool) {
+	bs, ok := src.(BatchSource)
+	if !ok {
+		return 0, false
+	}
+	return bs.NextEach(max, c.intoFn, c.tookFn), true
+}
+
+func (c *Claimer) intoFront(front *fabric.RawEvent) *fabric.RawEvent {
+	if front.Type == EventConnectRequest {
+		return nil
+	}
+	return c.sink.ClaimInto()
+}
+
+func (c *Claimer) took(raw *fabric.RawEvent) {
+	cl, ok := claim(raw)
+	c.sink.Claimed(raw, cl, ok)
+}
+
 // DeliverClaimed completes the delivery of a claimed event read from src
 // into raw (TakeClaim): it returns the event, which belongs to the library
 // as TakeEvent's does (it must be passed to Handle exactly once), or nil if

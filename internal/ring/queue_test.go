@@ -416,3 +416,63 @@ func TestQueueReady(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuePopEach: PopEach moves the oldest entries out in order, at most
+// max, each into where into says and seen by took before the next, stops
+// at the first entry into refuses (leaving it and the rest queued, the
+// descriptor readable), empties the descriptor with the queue, moves with
+// the queue's move function, and moves nothing out of a closed queue.
+func TestQueuePopEach(t *testing.T) {
+	type ent struct {
+		v int
+		p *int
+	}
+	moved := 0
+	q := NewQueueMove[ent](2, nil, func(d, s *ent) { d.v, d.p, s.p = s.v, s.p, nil; moved++ })
+	defer q.Close()
+	fd := q.Fd()
+	x := 0
+	for v := 1; v <= 6; v++ {
+		_ = q.Push(&ent{v: v, p: &x})
+	}
+	var buf [8]ent
+	var got []int
+	n := 0
+	into := func(front *ent) *ent {
+		if front.v == 5 {
+			return nil
+		}
+		return &buf[n]
+	}
+	took := func(out *ent) {
+		if out != &buf[n] || out.p != &x {
+			t.Errorf("took %+v at %p, want slot %d", *out, out, n)
+		}
+		got = append(got, out.v)
+		n++
+	}
+	if k := q.PopEach(3, into, took); k != 3 || !slices.Equal(got, []int{1, 2, 3}) || moved != 3 {
+		t.Fatalf("PopEach(3) = %d, took %v, %d moves; want 3, [1 2 3], 3", k, got, moved)
+	}
+	if k := q.PopEach(8, into, took); k != 1 || !slices.Equal(got, []int{1, 2, 3, 4}) {
+		t.Fatalf("PopEach up to the refused entry = %d, took %v; want 1, [1 2 3 4]", k, got)
+	}
+	if q.Len() != 2 || !readable(t, fd) {
+		t.Fatalf("after a refusal: %d queued, readable %v; want 2, true", q.Len(), readable(t, fd))
+	}
+	var e ent
+	if err := q.Pop(context.Background(), false, &e); err != nil || e.v != 5 {
+		t.Fatalf("Pop after the refusal = %+v, %v; want 5", e, err)
+	}
+	if k := q.PopEach(8, into, took); k != 1 || got[len(got)-1] != 6 || q.Len() != 0 || readable(t, fd) {
+		t.Fatalf("last PopEach = %d, took %v, %d queued, readable %v", k, got, q.Len(), readable(t, fd))
+	}
+	if k := q.PopEach(8, into, took); k != 0 {
+		t.Fatalf("PopEach of an empty queue = %d", k)
+	}
+	_ = q.Push(&ent{v: 7})
+	q.Close()
+	if k := q.PopEach(8, into, took); k != 0 {
+		t.Fatalf("PopEach of a closed queue = %d", k)
+	}
+}
