@@ -94,11 +94,6 @@ type Reactor struct {
 	ev     *id.Event       // the inline loop's event (id.TakeEventInto): one at a time, never pooled
 	paused bool
 	batch  []item // the items of one readiness report, handed to mailboxes at once
-	// the pool loop's batch take from a source (drain; id.Claimer)
-	claimer   *id.Claimer
-	claimReg  *registration
-	claimAt   journal.Stamp
-	claimRoom int
 
 	// mailboxes, shared by the loop and the workers (see mailbox.go)
 	mbMu       sync.Mutex
@@ -161,7 +156,6 @@ func New(opts ...Option) (*Reactor, error) {
 	if o.Workers > 0 {
 		r.batch = make([]item, 0, max(o.Batch, 32))
 		r.runq = ring.New[*mailbox](64, 0)
-		r.claimer = id.NewClaimer((*loopClaims)(r))
 	}
 	l, err := evloop.New(func(reg *registration, _ uint32) { r.drain(reg) },
 		evloop.WithName("reactor"), evloop.WithLogger(o.Logger), evloop.WithOnExit(r.exit))
@@ -458,11 +452,9 @@ func (r *Reactor) drain(reg *registration) {
 	// meanwhile, and they lower it), taken-counted the events taken and
 	// not yet added.
 	limit := int64(r.opts.MaxPending)
-	counted, seen := 0, r.pending.Load()
+	taken, counted, seen := 0, 0, r.pending.Load()
 	at := journal.Now() // one clock reading for the batch's journal records
-	r.claimReg, r.claimAt = reg, at
-	for len(r.batch) < r.opts.Batch && !reg.removed.Load() {
-		taken := len(r.batch)
+	for ; taken < r.opts.Batch && !reg.removed.Load(); taken++ {
 		if seen+int64(taken-counted) >= limit {
 			r.pending.Add(int64(taken - counted))
 			counted = taken
@@ -471,16 +463,8 @@ func (r *Reactor) drain(reg *registration) {
 				break
 			}
 		}
-		// From a source that has a batch method, as many as the batch and
-		// MaxPending leave room for, under one hold of its lock, each
-		// claimed as it is moved into its batch item (loopClaims).
-		r.claimRoom = min(r.opts.Batch-taken, int(limit-seen)-(taken-counted))
-		if n, ok := r.claimer.Claim(reg.src, r.claimRoom); ok && n > 0 {
-			continue
-		}
-		// Otherwise one: taken into the batch's item in place, and claimed
-		// (the worker delivers it: id.TakeClaim), or a CONNECT_REQUEST,
-		// delivered here; and the empty or closed source is told apart.
+		// Taken into the batch's item in place, and claimed: the worker
+		// delivers it (id.TakeClaim).
 		it := r.nextItem()
 		ev, c, err := id.TakeClaim(reg.src, &it.raw, at)
 		if err != nil {
@@ -500,39 +484,9 @@ func (r *Reactor) drain(reg *registration) {
 			it.setClaim(c, reg, at)
 		}
 	}
-	r.claimReg = nil
-	taken := len(r.batch)
 	r.pending.Add(int64(taken - counted))
 	r.stats.events.Add(uint64(taken))
 	r.enqueue()
-}
-
-// loopClaims is the pool loop's id.ClaimSink (drain's batch take): the
-// reactor, under a name of its own so that the sink's methods are not the
-// Reactor's.
-type loopClaims Reactor
-
-// ClaimInto returns the next batch item's raw event, while the drain's
-// room lasts and its registration stands (the loop checks the mark before
-// every read, also within a batch).
-func (lc *loopClaims) ClaimInto() *fabric.RawEvent {
-	r := (*Reactor)(lc)
-	if r.claimRoom <= 0 || r.claimReg.removed.Load() {
-		return nil
-	}
-	r.claimRoom--
-	return &r.nextItem().raw
-}
-
-// Claimed makes the last batch item, into which the event was moved, a
-// claim of c, or, the event dropped, gives the item back.
-func (lc *loopClaims) Claimed(_ *fabric.RawEvent, c id.Claim, ok bool) {
-	r := (*Reactor)(lc)
-	if !ok {
-		r.batch = r.batch[:len(r.batch)-1]
-		return
-	}
-	r.batch[len(r.batch)-1].setClaim(c, r.claimReg, r.claimAt)
 }
 
 // drainInline takes up to Batch events from a readable channel and runs

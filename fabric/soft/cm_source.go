@@ -77,13 +77,6 @@ func (s *source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) erro
 	return nil
 }
 
-// NextEach moves up to max events out under one hold of the queue's lock
-// (id.BatchSource, for a reactor's pool loop). Its caller's into refuses
-// a CONNECT_REQUEST, which Next reads so as to count it in the backlog.
-func (s *source) NextEach(max int, into func(*fabric.RawEvent) *fabric.RawEvent, took func(*fabric.RawEvent)) int {
-	return s.q.PopEach(max, into, took)
-}
-
 // Migrate implements fabric.EventSource: the endpoint and its queued events move
 // here, in order, with no event of it reported in between.
 func (s *source) Migrate(e fabric.Endpoint) error {

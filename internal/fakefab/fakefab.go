@@ -443,8 +443,3 @@ func (e *Endpoint) Destroy() error {
 	src.mu.Unlock()
 	return nil
 }
-
-// NextEach implements id.BatchSource.
-func (s *Source) NextEach(max int, into func(*fabric.RawEvent) *fabric.RawEvent, took func(*fabric.RawEvent)) int {
-	return s.q.PopEach(max, into, took)
-}

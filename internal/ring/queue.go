@@ -233,36 +233,6 @@ func (q *Queue[T]) PopN(out []T) int {
 	return k
 }
 
-// PopEach moves up to max of the oldest entries out under one hold of the
-// queue's lock, for a consumer that takes a batch (a reactor's loop): for
-// each in turn, into(front) returns where to move the entry (it may read
-// *front to decide), or nil to leave it, and every later one, queued; the
-// entry is moved there as Pop moves it, and took(out) runs, still under
-// the lock, so that what the consumer does with it (counting it against
-// its owner) happens before any other call of the queue's (Extract, a
-// migration's) sees it gone. It returns how many it moved; 0 on an empty
-// or closed queue. into and took must not call the queue's methods.
-func (q *Queue[T]) PopEach(max int, into func(front *T) *T, took func(out *T)) int {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if q.closed {
-		return 0
-	}
-	k := 0
-	for ; k < max && q.r.Len() > 0; k++ {
-		out := into(q.r.Front())
-		if out == nil {
-			break
-		}
-		q.popOne(out)
-		took(out)
-	}
-	if k > 0 && q.r.Len() == 0 && q.efd != nil {
-		_, _ = q.efd.Read()
-	}
-	return k
-}
-
 // Wait returns once the queue is not empty, when ctx ends (ctx.Err()) or
 // once it is closed (the closed error).
 func (q *Queue[T]) Wait(ctx context.Context) error {
