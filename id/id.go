@@ -22,23 +22,15 @@ type Channel interface {
 // safe for concurrent use, but as in librdmacm the operations of one id are
 // meant to be issued in order by one owner.
 type ID struct {
-	// The fields are in three groups, each on cache lines of its own in
-	// any ID (TestIDLayout): a reactor's worker delivering and handling an
-	// event uses the first (the state and journal record under mu, the
-	// handler and acknowledgement counts), its loop claiming the next
-	// event of the id the middle one (the handle table's entry and
-	// reported), and more than 63 bytes of fields neither touches per
-	// event keep them apart. With reported beside completed, the loop's
-	// count and the worker's took the line from each other's CPU for
-	// every event (BENCHMARKS.md, "What is slow and why", finding 24).
-
-	// The worker's.
 	uid     uint64
+	fabric  fabric.Fabric
 	journal *journal.Journal
+	ref     entry // what the handle table points to: {id: the id itself}
+
 	// The one-byte fields share a word (TestIDSize): spread between the
 	// wider ones, their padding put an ID in the 288-byte class. ps and
-	// qpType are set at creation; mu guards state to finalized, chNum, and
-	// cond to userCtx and event to done below.
+	// qpType are set at creation; state to finalized are guarded by mu, as
+	// are the fields after mu down to chNum.
 	ps        PortSpace
 	qpType    QPType
 	state     State
@@ -46,33 +38,27 @@ type ID struct {
 	reqIRD    uint8 // what the request asked for (responder resources)
 	reqORD    uint8 // and initiator depth
 	finalized bool
-	mu        sync.Mutex
-	chNum     uint64 // src's channel number, stamped on journal records
-	destroyed atomic.Bool
-	deferWait atomic.Bool   // a destroy waits for completion in the background
-	waiters   atomic.Int32  // goroutines waiting on cond
-	handling  atomic.Int32  // handlers running for events this id owns (Event.Handle)
-	completed atomic.Uint64 // of those reported, acknowledged
 
-	// Neither's, per event.
-	fabric  fabric.Fabric
+	mu      sync.Mutex
 	cond    *sync.Cond         // on mu, signalled when completed grows; made by the first waiter (most ids have none)
 	ch      Channel            // nil for a synchronous id
 	src     fabric.EventSource // ch's source, or the private one
 	ep      fabric.Endpoint
 	userCtx any
+	event   *Event // the current event of a synchronous id
+	parent  uint64 // the listener's handle, for ids born from a request
+	mcs     map[netip.Addr]*multicast
+	qp      QP
+	reqQP   *QPInitAttr   // a CreateEP listener's: the QP GetRequest gives each request's id
+	done    chan struct{} // Done's channel, made on demand; closed (or closedChan) once finalized
+	chNum   uint64        // src's channel number, stamped on journal records
 
-	// The loop's.
-	ref      entry         // what the handle table points to: {id: the id itself}
-	reported atomic.Uint64 // events delivered with this id as owner
-
-	// Neither's, per event.
-	event     *Event // the current event of a synchronous id
-	parent    uint64 // the listener's handle, for ids born from a request
-	mcs       map[netip.Addr]*multicast
-	qp        QP
-	reqQP     *QPInitAttr   // a CreateEP listener's: the QP GetRequest gives each request's id
-	done      chan struct{} // Done's channel, made on demand; closed (or closedChan) once finalized
+	destroyed atomic.Bool
+	deferWait atomic.Bool   // a destroy waits for completion in the background
+	waiters   atomic.Int32  // goroutines waiting on cond
+	handling  atomic.Int32  // handlers running for events this id owns (Event.Handle)
+	reported  atomic.Uint64 // events delivered with this id as owner
+	completed atomic.Uint64 // of those, acknowledged
 	deferGoal atomic.Uint64
 }
 
