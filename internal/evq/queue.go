@@ -2,8 +2,8 @@
 // events in arrival order, with a descriptor that is readable exactly while
 // the FIFO is not empty (the level semantics of the kernel's rdma_cm fd),
 // and a blocking Pop that honours a context. It is a ring.Queue of
-// fabric.RawEvent whose closed error is fabric.ErrClosed, and whose pops
-// copy an event's fields and private data up to its length (Move).
+// fabric.RawEvent whose closed error is fabric.ErrClosed. It also holds the
+// hot path's field-by-field copy of a raw event and its Brief test.
 package evq
 
 import (
@@ -23,21 +23,11 @@ var ErrClosed = fmt.Errorf("%w: %w", fabric.ErrClosed, syscall.EBADF)
 // Its eventfd is opened, and kept in step, from the first call of Fd on: a
 // channel nobody polls (a synchronous id's private one) makes no system
 // call per event. Fd is -1 once the queue is closed.
-//
-// Pop and PopN move an event out with Move: its private data only up to
-// PrivateDataLen (the destination keeps its own bytes past it), and the
-// slot's pointers cleared but not its other bytes. A pop of an event
-// without private data so reads its slot's first two cache lines and
-// writes nothing else of it, where a whole copy and clear touched all six,
-// lines the pushing goroutine (another CPU) had just written
-// (BENCHMARKS.md, "What is slow and why", finding 19).
 type Queue = ring.Queue[fabric.RawEvent]
 
 // New returns an empty queue. It does not fail; the error is kept for the
 // callers written when it opened its eventfd at once.
-func New() (*Queue, error) {
-	return ring.NewQueueMove[fabric.RawEvent](8, ErrClosed, Move), nil
-}
+func New() (*Queue, error) { return ring.NewQueue[fabric.RawEvent](8, ErrClosed), nil }
 
 // IsClosed reports whether err says the queue was closed.
 func IsClosed(err error) bool { return errors.Is(err, ErrClosed) }

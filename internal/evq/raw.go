@@ -7,12 +7,12 @@ import (
 )
 
 // This file holds the hot path's field-by-field code for fabric.RawEvent:
-// the queue's pop (Move), a reactor's mailbox items (Copy, through
-// reactor's copyRaw) and id.Brief (Brief). Copy and Brief each name every
-// field (a generic list serving both ran 4x the instructions of a plain
-// copy: it was a tenth of an inline dispatch); TestParamsEveryField sets
-// every field of RawEvent in turn, through reflection, and fails for
-// either until a field added to RawEvent is added to both.
+// a reactor's mailbox items (Copy, through reactor's copyRaw) and
+// id.Brief (Brief). Copy and Brief each name every field (a generic list
+// serving both ran 4x the instructions of a plain copy);
+// TestParamsEveryField sets every field of RawEvent in turn, through
+// reflection, and fails for either until a field added to RawEvent is
+// added to both.
 
 // Copy copies *r into *d but for the bytes of r's private data past its
 // length (d keeps its own there): an event without private data copies
@@ -36,13 +36,4 @@ func Brief(r *fabric.RawEvent) bool {
 		r.AH == (fabric.AHAttr{}) && r.ResponderResources == 0 && r.InitiatorDepth == 0 &&
 		r.FlowControl == 0 && r.RetryCount == 0 && r.RNRRetryCount == 0 && r.SRQ == 0 &&
 		r.Group == (netip.Addr{})
-}
-
-// Move is the queue's pop: Copy, then the pointers r holds cleared (its
-// other bytes are left as they are: a push overwrites the whole slot), so
-// that the slot neither keeps them reachable nor is written past the
-// lines the copy read.
-func Move(d, r *fabric.RawEvent) {
-	Copy(d, r)
-	r.Child, r.Group = nil, netip.Addr{}
 }
