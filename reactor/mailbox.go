@@ -78,15 +78,6 @@ func (it *item) deliver() *id.Event {
 	return id.DeliverClaimed(it.claim, it.reg.src, &it.raw, it.at)
 }
 
-// deliverInto is deliver into a worker's own event (id.DeliverClaimedInto),
-// which the handler must be done with before the next call.
-func (it *item) deliverInto(ev *id.Event) *id.Event {
-	if it.kind == itemBrief {
-		return id.DeliverClaimedBriefInto(it.claim, it.reg.src, it.typ, it.status, it.arg, it.at, ev)
-	}
-	return id.DeliverClaimedInto(it.claim, it.reg.src, &it.raw, it.at, ev)
-}
-
 // copyItem copies *src into *dst, which may hold an earlier item's bytes:
 // the head, and the raw event (its private data only up to its length) or
 // the work completion only when the item's kind uses them.
@@ -349,10 +340,6 @@ func (r *Reactor) work() {
 	defer r.workers.Done()
 	var buf [workerBatch]item
 	wc := new(id.WC) // handed to completion handlers: one per worker, not per item
-	// The worker's event: it delivers and handles one claimed event at a
-	// time, so one Event of its own serves them all (id.DeliverClaimedInto),
-	// in its CPU's cache, without the event pool's Get and Put.
-	own := new(id.Event)
 	r.mbMu.Lock()
 	for {
 		mb, ok := r.runq.Pop()
@@ -389,7 +376,7 @@ func (r *Reactor) work() {
 					// Delivered here, not by the loop: the event, the
 					// id's lock and state and the journal record stay on
 					// this CPU (BENCHMARKS.md, "What is slow and why").
-					if ev := it.deliverInto(own); ev != nil {
+					if ev := it.deliver(); ev != nil {
 						r.handle(ev, it.handler())
 					}
 				} else if it.kind == itemWC {
