@@ -157,7 +157,8 @@ type mboxKey struct {
 //
 // In front of byID sits recent, the mailboxes last found for an id, by
 // the slot index of the uid the event came with (handle.Index: dense, so
-// that up to recentMailboxes ids in use never share an entry): a hit is an
+// that while the process has at most recentMailboxes ids and joins no two
+// share an entry; past that, sharers miss and take the map): a hit is an
 // index and a comparison of the mailbox's key with the id, where the map
 // hashed the pointer and probed its groups on the loop, the pool's
 // busier side, for every item (BENCHMARKS.md, "What is slow and why",
