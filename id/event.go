@@ -69,6 +69,7 @@ type Event struct {
 	src       fabric.EventSource
 	st        atomic.Uint32 // evAcked, evHandling, evCounted
 	pooled    bool          // the library's (TakeEvent): recycled when Handle returns
+	kept      bool          // a runtime's own (TakeEventInto): free clears it, out of the pool
 	syncOwned bool          // held by a synchronous id, which acknowledges it
 }
 
@@ -93,14 +94,17 @@ func (ev *Event) free() {
 	ev.ID, ev.ListenID, ev.Type, ev.Status = nil, nil, 0, 0
 	ev.Conn, ev.UD, ev.Arg, ev.JoinContext = ConnParam{}, UDParam{}, 0, nil
 	ev.Group, ev.Seq = netip.Addr{}, 0
-	ev.owner, ev.mc, ev.src, ev.pooled, ev.syncOwned = nil, nil, nil, false, false
+	kept := ev.kept
+	ev.owner, ev.mc, ev.src, ev.pooled, ev.syncOwned, ev.kept = nil, nil, nil, false, false, false
 	// A stale Ack of a pooled event fails until it is reissued. Handle's
 	// finish has set exactly that already: only an event dropped before it
 	// was handed out needs the store (an atomic exchange, a full barrier).
 	if ev.st.Load() != evAcked|evCounted {
 		ev.st.Store(evAcked | evCounted)
 	}
-	eventPool.Put(ev)
+	if !kept {
+		eventPool.Put(ev)
+	}
 }
 
 // PrivateData returns the event's private data: Conn.PrivateData on RC ids,

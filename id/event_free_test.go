@@ -12,7 +12,7 @@ import (
 // event's value.
 func TestEventFreeClearsEveryField(t *testing.T) {
 	cleared := []string{"ID", "ListenID", "Type", "Status", "Conn", "UD", "Arg", "JoinContext",
-		"Group", "Seq", "owner", "mc", "src", "pooled", "syncOwned", "st"}
+		"Group", "Seq", "owner", "mc", "src", "pooled", "kept", "syncOwned", "st"}
 	typ := reflect.TypeFor[Event]()
 	for k := range typ.NumField() {
 		if name := typ.Field(k).Name; !slices.Contains(cleared, name) {

@@ -77,6 +77,29 @@ func TakeEventAt(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp)
 	}
 }
 
+// TakeEventInto is TakeEventAt with the event's memory the caller's: ev,
+// made once with new(Event) by a runtime that takes and handles one event
+// at a time (a reactor's inline loop), is filled and returned instead of
+// an Event from the library's pool, and cleared, not pooled, when Handle
+// returns; the caller then passes it here again. The returned event is
+// otherwise TakeEventAt's (it must be passed to Handle exactly once before
+// ev is passed here again; Ack outside its handler is EINVAL), and ev is
+// also cleared when no event is returned. This spares the pool's Get and
+// Put per event, an eighth of an inline dispatch (BENCHMARKS.md, "What is
+// slow and why", finding 19).
+func TakeEventInto(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp, ev *Event) (*Event, error) {
+	for {
+		if err := src.Next(context.Background(), false, raw); err != nil {
+			return nil, err
+		}
+		ev.st.Store(0)
+		ev.src, ev.kept = src, true
+		if e := keepIf(ev, deliverAt(ev, raw, at)); e != nil {
+			return e, nil
+		}
+	}
+}
+
 // dropChild rejects and destroys the new endpoint of a request nobody will
 // see.
 func dropChild(raw *fabric.RawEvent) {

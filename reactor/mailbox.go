@@ -8,6 +8,7 @@ import (
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/evq"
+	"github.com/cmrt/cmrt/internal/handle"
 	"github.com/cmrt/cmrt/internal/ring"
 )
 
@@ -153,16 +154,62 @@ type mboxKey struct {
 // interface (any) hashed through the key's type for every item (7% of
 // the pool's dispatch in a profile; a struct key, 16 bytes through the
 // generic hash, cost more). Guarded by mbMu.
+//
+// In front of byID sits recent, the mailboxes last found for an id, by
+// the slot index of the uid the event came with (handle.Index: dense, so
+// that while the process has at most recentMailboxes ids and joins no two
+// share an entry; past that, sharers miss and take the map): a hit is an
+// index and a comparison of the mailbox's key with the id, where the map
+// hashed the pointer and probed its groups on the loop, the pool's
+// busier side, for every item (BENCHMARKS.md, "What is slow and why",
+// finding 24). The map stays the authority: an entry of recent is used only
+// if its mailbox's key is the id looked up, and every mailbox whose key is
+// an id is that id's in the map (del's callers clear a mailbox's key, or
+// drop the mailbox, and clear recent: forgetRecent).
 type mailboxes struct {
-	byID map[*id.ID]*mailbox
-	byCQ map[*registration]*mailbox
+	byID   map[*id.ID]*mailbox
+	byCQ   map[*registration]*mailbox
+	recent *[recentMailboxes]*mailbox // made with the workers' first mailbox
 }
+
+// recentMailboxes is the size of mailboxes.recent (8 KiB of pointers).
+const recentMailboxes = 1024
 
 func (m *mailboxes) get(k mboxKey) *mailbox {
 	if k.reg != nil {
 		return m.byCQ[k.reg]
 	}
 	return m.byID[k.id]
+}
+
+// getID returns k's mailbox, k an id and uid the uid of its event (the id's
+// own, or one of its multicast joins'), or nil if it has none.
+func (m *mailboxes) getID(k *id.ID, uid uint64) *mailbox {
+	if m.recent == nil {
+		m.recent = new([recentMailboxes]*mailbox)
+	}
+	e := &m.recent[uint(handle.Index(uid))%recentMailboxes]
+	if mb := *e; mb != nil && mb.key.id == k {
+		return mb
+	}
+	mb := m.byID[k]
+	if mb != nil {
+		*e = mb
+	}
+	return mb
+}
+
+// setID files mb as k's mailbox, k an id and uid the uid of its event.
+func (m *mailboxes) setID(k *id.ID, uid uint64, mb *mailbox) {
+	m.byID[k] = mb
+	m.recent[uint(handle.Index(uid))%recentMailboxes] = mb
+}
+
+// forgetRecent empties recent, after mailboxes left the map.
+func (m *mailboxes) forgetRecent() {
+	if m.recent != nil {
+		clear(m.recent[:])
+	}
 }
 
 func (m *mailboxes) set(k mboxKey, mb *mailbox) {
@@ -198,7 +245,14 @@ const workerBatch = 16
 // enqueueLocked appends it to key's mailbox and, if the mailbox was idle,
 // puts it on the run queue; it reports whether it did. mbMu is held.
 func (r *Reactor) enqueueLocked(key mboxKey, it *item) bool {
-	mb := r.mboxes.get(key)
+	var mb *mailbox
+	if key.reg == nil {
+		// The loop's batch holds the raw event of every event item: its
+		// uid is the id's, or one of its joins'.
+		mb = r.mboxes.getID(key.id, it.raw.UID)
+	} else {
+		mb = r.mboxes.get(key)
+	}
 	if mb != nil && !mb.scheduled {
 		r.idleBoxes-- // an idle mailbox in the map, woken
 	}
@@ -209,7 +263,11 @@ func (r *Reactor) enqueueLocked(key mboxKey, it *item) bool {
 			mb = &mailbox{items: ring.New[item](4, 0)}
 		}
 		mb.key = key
-		r.mboxes.set(key, mb)
+		if key.reg == nil {
+			r.mboxes.setID(key.id, it.raw.UID, mb)
+		} else {
+			r.mboxes.set(key, mb)
+		}
 	}
 	copyItem(mb.items.PushBack(), it)
 	if mb.scheduled {
@@ -236,6 +294,7 @@ func (r *Reactor) sweepIdleLocked() {
 			r.spare = append(r.spare, mb)
 		}
 	})
+	r.mboxes.forgetRecent()
 	r.idleBoxes = 0
 }
 

@@ -293,3 +293,58 @@ func TestIdleMailboxesKeptThenSwept(t *testing.T) {
 		t.Fatalf("%d items out of order", n)
 	}
 }
+
+// TestRecentMailboxes: the entries in front of the map by uid slot index
+// give an id's mailbox only when the mailbox's key is that id: two ids
+// whose uids share an entry each get their own, a join's uid finds its
+// owner's, and an entry left by a mailbox that was deleted or now serves
+// another id gives nothing for the first.
+func TestRecentMailboxes(t *testing.T) {
+	m := mailboxes{byID: make(map[*id.ID]*mailbox), byCQ: make(map[*registration]*mailbox)}
+	a, b := new(id.ID), new(id.ID)
+	const ua, ub, join = 7, 7 + recentMailboxes, 7 + 5 // ua and ub share an entry
+	if mb := m.getID(a, ua); mb != nil {
+		t.Fatalf("empty: getID = %p", mb)
+	}
+	mba, mbb := &mailbox{key: mboxKey{id: a}}, &mailbox{key: mboxKey{id: b}}
+	m.setID(a, ua, mba)
+	m.setID(b, ub, mbb) // takes the shared entry
+	for _, c := range []struct {
+		name string
+		k    *id.ID
+		uid  uint64
+		want *mailbox
+	}{
+		{"a, entry b's", a, ua, mba},
+		{"b", b, ub, mbb},
+		{"a again, entry a's now", a, ua, mba},
+		{"b through a's entry", b, ua, mbb},
+		{"a's join", a, join, mba},
+		{"a's join again", a, join, mba},
+	} {
+		if got := m.getID(c.k, c.uid); got != c.want {
+			t.Errorf("%s: getID = %p, want %p", c.name, got, c.want)
+		}
+	}
+	// a's mailbox swept, then reused for b's: a's entry must not give it.
+	m.del(mba.key)
+	mba.key = mboxKey{}
+	delete(m.byID, b)
+	mba.key = mboxKey{id: b}
+	m.setID(b, ub, mba)
+	if got := m.getID(a, ua); got != nil {
+		t.Fatalf("a after its mailbox went to b: getID = %p, want nil", got)
+	}
+	if got := m.getID(a, join); got != nil {
+		t.Fatalf("a's join after its mailbox went to b: getID = %p, want nil", got)
+	}
+	if got := m.getID(b, ub); got != mba {
+		t.Fatalf("b: getID = %p, want %p", got, mba)
+	}
+	m.forgetRecent()
+	for k, e := range m.recent {
+		if e != nil {
+			t.Fatalf("forgetRecent left entry %d", k)
+		}
+	}
+}

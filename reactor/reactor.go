@@ -91,6 +91,7 @@ type Reactor struct {
 
 	// loop-owned
 	raw    fabric.RawEvent // id.TakeEvent's buffer
+	ev     *id.Event       // the inline loop's event (id.TakeEventInto): one at a time, never pooled
 	paused bool
 	batch  []item // the items of one readiness report, handed to mailboxes at once
 
@@ -149,7 +150,7 @@ func New(opts ...Option) (*Reactor, error) {
 		byCh: make(map[Channel]*registration), byCQ: make(map[id.CQ]*registration),
 		live:   make(map[*registration]struct{}),
 		mboxes: mailboxes{byID: make(map[*id.ID]*mailbox), byCQ: make(map[*registration]*mailbox)},
-		lat:    latency{base: time.Now()},
+		lat:    latency{base: time.Now()}, ev: new(id.Event),
 	}
 	r.workFn = r.work
 	if o.Workers > 0 {
@@ -506,7 +507,7 @@ func (r *Reactor) drainInline(reg *registration) {
 	r.l.InlineBegin()
 	n, at := 0, journal.Now()
 	for ; n < r.opts.Batch && !reg.removed.Load(); n++ {
-		ev, err := id.TakeEventAt(reg.src, &r.raw, at)
+		ev, err := id.TakeEventInto(reg.src, &r.raw, at, r.ev)
 		if err != nil {
 			if !errors.Is(err, syscall.EAGAIN) {
 				if !errors.Is(err, id.ErrClosed) {
@@ -844,6 +845,7 @@ func (r *Reactor) abandon() {
 	for mb, ok := r.runq.Pop(); ok; mb, ok = r.runq.Pop() {
 		mb.scheduled = false
 		r.mboxes.del(mb.key)
+		mb.key = mboxKey{}
 	}
 	r.sweepIdleLocked()
 	r.mbMu.Unlock()

@@ -1,0 +1,98 @@
+package id_test
+
+import (
+	"errors"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/handlers"
+	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/id/journal"
+	"github.com/cmrt/cmrt/internal/fakefab"
+)
+
+// TestTakeEventIntoReusesAndClears: TakeEventInto fills the caller's
+// event, the same memory every time, with what TakeEvent would return;
+// Handle clears it (a stale Ack is EINVAL, the private data handed out
+// stays the handler's), an event of a destroyed id is skipped with the
+// memory left clear, the accounting is balanced (Destroy does not wait)
+// and the journal has the events in order.
+func TestTakeEventIntoReusesAndClears(t *testing.T) {
+	f := fakefab.New("fake", false)
+	ch := newChan(t, f)
+	j := journal.New(64)
+	a := newID(t, ch, id.PSTCP, id.WithJournal(j))
+	b := newID(t, ch, id.PSTCP, id.WithJournal(j))
+	c := newID(t, ch, id.PSTCP, id.WithJournal(j))
+	inject := func(i *id.ID, arg uint64, pd string) {
+		r := fabric.RawEvent{Type: id.EventUser, Arg: arg}
+		r.SetPrivateData([]byte(pd))
+		if !ep(i).InjectRaw(&r) {
+			t.Fatal("inject failed")
+		}
+	}
+	inject(a, 1, "x")
+	inject(c, 3, "")
+	inject(b, 2, "")
+	if err := c.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	var ev id.Event
+	var raw fabric.RawEvent
+	src := ch.Source()
+
+	e1, err := id.TakeEventInto(src, &raw, journal.Now(), &ev)
+	if err != nil || e1 != &ev {
+		t.Fatalf("TakeEventInto = %p, %v; want %p", e1, err, &ev)
+	}
+	if e1.ID != a || e1.Type != id.EventUser || e1.Arg != 1 || string(e1.PrivateData()) != "x" {
+		t.Fatalf("first event %v arg %d", e1, e1.Arg)
+	}
+	var kept []byte
+	if err := e1.Handle(handlers.Func(func(ev *id.Event) error {
+		kept = ev.PrivateData()
+		return ev.Ack() // inside the handler: a no-op
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if ev.ID != nil || ev.Arg != 0 || ev.Type != 0 || ev.PrivateData() != nil || ev.Seq != 0 {
+		t.Fatalf("Handle left %+v", &ev)
+	}
+	if err := e1.Ack(); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("stale Ack = %v, want EINVAL", err)
+	}
+	if string(kept) != "x" {
+		t.Fatalf("private data kept by the handler = %q", kept)
+	}
+
+	// c's event is dropped (destroyed), b's comes in the same memory.
+	e2, err := id.TakeEventInto(src, &raw, journal.Now(), &ev)
+	if err != nil || e2 != &ev || e2.ID != b || e2.Arg != 2 {
+		t.Fatalf("second take = %v, %v", e2, err)
+	}
+	if err := e2.Handle(handlers.Func(func(*id.Event) error { return nil })); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := id.TakeEventInto(src, &raw, journal.Now(), &ev); !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("empty take = %v, want EAGAIN", err)
+	}
+	for _, i := range []*id.ID{a, b} {
+		if blocked, _ := blocks(func() { _ = i.Destroy() }, 2*time.Second); blocked {
+			t.Fatalf("Destroy of id %d waits: its event's acknowledgement was not counted", i.Handle())
+		}
+	}
+	var got []uint64
+	for _, r := range j.Records() {
+		if r.Kind == journal.KindEvent {
+			got = append(got, r.ID)
+		}
+	}
+	if len(got) != 2 || got[0] != a.Handle() || got[1] != b.Handle() {
+		t.Fatalf("journaled events of ids %v, want [%d %d]", got, a.Handle(), b.Handle())
+	}
+	if err := journal.Check(j.Records()); err != nil {
+		t.Fatal(err)
+	}
+}
