@@ -39,11 +39,7 @@ func (r *Reactor) poke(reg *registration) {
 		if reg.removed.Load() || r.paused {
 			return
 		}
-		// drain counts what it takes in stats.events (only the loop
-		// drains, so the difference is this read's).
-		before := r.stats.events.Load()
-		r.drain(reg)
-		if r.stats.events.Load()-before >= uint64(r.opts.Batch) {
+		if r.drain(reg) >= r.opts.Batch {
 			r.poke(reg)
 		}
 	})

@@ -157,7 +157,7 @@ func New(opts ...Option) (*Reactor, error) {
 		r.batch = make([]item, 0, max(o.Batch, 32))
 		r.runq = ring.New[*mailbox](64, 0)
 	}
-	l, err := evloop.New(func(reg *registration, _ uint32) { r.drain(reg) },
+	l, err := evloop.New(func(reg *registration, _ uint32) { _ = r.drain(reg) },
 		evloop.WithName("reactor"), evloop.WithLogger(o.Logger), evloop.WithOnExit(r.exit))
 	if err != nil {
 		return nil, err
@@ -440,15 +440,13 @@ func (r *Reactor) exit() {
 
 // drain takes up to Batch events from a readable channel and dispatches
 // them, pausing when MaxPending is reached. With workers, the batch goes to
-// the mailboxes under one hold of mbMu.
-func (r *Reactor) drain(reg *registration) {
+// the mailboxes under one hold of mbMu. It returns how many it took.
+func (r *Reactor) drain(reg *registration) int {
 	if reg.cq != nil {
-		r.drainCQ(reg)
-		return
+		return r.drainCQ(reg)
 	}
 	if r.opts.Workers == 0 {
-		r.drainInline(reg)
-		return
+		return r.drainInline(reg)
 	}
 	// The batch is counted pending once, before the workers can see it:
 	// one atomic operation on a counter the workers write too, instead of
@@ -491,6 +489,7 @@ func (r *Reactor) drain(reg *registration) {
 	r.pending.Add(int64(taken - counted))
 	r.stats.events.Add(uint64(taken))
 	r.enqueue()
+	return taken
 }
 
 // drainInline takes up to Batch events from a readable channel and runs
@@ -502,7 +501,7 @@ func (r *Reactor) drain(reg *registration) {
 // read once for the batch too: its events' records share that time, or a
 // later record's (journal.Journal.AddAt), so a record's time may precede
 // the event's by the batch's earlier handlers.
-func (r *Reactor) drainInline(reg *registration) {
+func (r *Reactor) drainInline(reg *registration) int {
 	r.pending.Add(1)
 	r.l.InlineBegin()
 	n, at := 0, journal.Now()
@@ -522,18 +521,19 @@ func (r *Reactor) drainInline(reg *registration) {
 	r.l.InlineEnd()
 	r.stats.events.Add(uint64(n))
 	r.handled(1)
+	return n
 }
 
 // drainCQ polls up to Batch completions from a readable completion queue
-// and dispatches them.
-func (r *Reactor) drainCQ(reg *registration) {
+// and dispatches them. It returns how many it polled.
+func (r *Reactor) drainCQ(reg *registration) int {
 	if reg.removed.Load() {
-		return
+		return 0
 	}
 	room := int64(r.opts.MaxPending) - r.pending.Load()
 	if room <= 0 {
 		r.pause()
-		return
+		return 0
 	}
 	wcs := reg.wcs[:min(int64(len(reg.wcs)), int64(r.opts.Batch), room)]
 	n := reg.cq.Poll(wcs)
@@ -541,7 +541,7 @@ func (r *Reactor) drainCQ(reg *registration) {
 		// Destroyed (with its QP): it made its descriptor readable so
 		// that we would learn of it here.
 		r.dropClosed(reg)
-		return
+		return 0
 	}
 	if r.opts.Workers == 0 {
 		// As drainInline: one pending count and one inline mark a batch.
@@ -553,7 +553,7 @@ func (r *Reactor) drainCQ(reg *registration) {
 		r.l.InlineEnd()
 		r.stats.events.Add(uint64(n))
 		r.handled(1)
-		return
+		return n
 	}
 	r.stats.events.Add(uint64(n))
 	r.pending.Add(int64(n))
@@ -562,6 +562,7 @@ func (r *Reactor) drainCQ(reg *registration) {
 		it.wc, it.reg, it.kind = wcs[k], reg, itemWC
 	}
 	r.enqueue()
+	return n
 }
 
 // nextItem appends an item to the loop's batch and returns it. It reuses
