@@ -512,3 +512,56 @@ func TestRCDirectSend(t *testing.T) {
 		}
 	}
 }
+
+// TestRCDirectSendTail: a long message's short last FPDU goes out in the
+// direct writev with the rest, and so do the long messages after it: with
+// room in the socket, nothing is copied into tx (before, the last FPDU
+// went through fill, which copied it and the next messages' FPDUs there).
+func TestRCDirectSendTail(t *testing.T) {
+	const size = 70000 // one full FPDU and a last one under txDirectMin
+	fc := newFuzzConnSized(t, false, directBase)
+	defer fc.close()
+	fc.roomySocket()
+	fc.c.dp.maxUntag = 65000 - iwarp.UntaggedHeaderLen - 2
+	src := pattern(2*size, 8)
+	m, err := fc.qp.RegMR(src, fabric.AccessLocalWrite)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrs := []fabric.SendWR{
+		{WRID: 1, Opcode: fabric.WRSend, Buf: src[:size], MR: m, Flags: fabric.SendSignaled},
+		{WRID: 2, Opcode: fabric.WRSend, Buf: src[size:], MR: m, Flags: fabric.SendSignaled},
+	}
+	for k := range wrs {
+		if err := fc.qp.PostSend(&wrs[k]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := fc.collect(t, 2*size+200)
+	if c := cap(fc.c.dp.tx); c != 0 {
+		t.Fatalf("%d bytes of tx allocated with room in the socket", c)
+	}
+	var payload []byte
+	var fpdus int
+	for len(got) > 0 {
+		u, n, err := iwarp.ParseFPDU(got, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = got[n:]
+		var h iwarp.Header
+		p, err := iwarp.ParseULPDU(u, &h)
+		if err != nil || h.Op != iwarp.OpSend {
+			t.Fatalf("%+v, %v", h, err)
+		}
+		payload = append(payload, p...)
+		fpdus++
+	}
+	if fpdus != 4 || !bytes.Equal(payload, src) {
+		t.Fatalf("%d FPDUs, payload intact %v", fpdus, bytes.Equal(payload, src))
+	}
+	var wc [3]fabric.WC
+	if n := fc.qp.scq.Poll(wc[:]); n != 2 || wc[0].WRID != 1 || wc[1].WRID != 2 || wc[0].Status != fabric.WCSuccess || wc[1].Status != fabric.WCSuccess {
+		t.Fatalf("send completions %+v", wc[:n])
+	}
+}

@@ -598,8 +598,10 @@ func (p *rcPath) sendDirect() bool {
 		if m.kind == txNone && !p.next() {
 			break
 		}
-		if m.op == iwarp.OpReadRequest || m.reg == nil || min(p.maxSeg(m.op), len(m.payload)-m.off) < txDirectMin ||
-			!m.reg.valid.Load() {
+		// A long message's short last FPDU goes with it: fill would copy
+		// it, and the messages after it, into tx.
+		if m.op == iwarp.OpReadRequest || m.reg == nil ||
+			min(p.maxSeg(m.op), len(m.payload)-m.off) < txDirectMin && m.off == 0 || !m.reg.valid.Load() {
 			break // fill sends it (emit ends a message whose region went away)
 		}
 		if d == nil {
