@@ -54,8 +54,7 @@ func countReads(t *testing.T) *int {
 // whole, or written in pieces cut inside an FPDU's CRC, its length field,
 // its header and its payload, each piece read before the next is written;
 // CRC off and on. Every message completes with its bytes, nothing lands
-// outside the receives, and, handed whole, the first message's last three
-// FPDUs come in one read (one read per FPDU before).
+// outside the receives, and the deframer ends empty.
 func TestRCPredictPlacement(t *testing.T) {
 	const seg = 20000
 	m1, m2, m3 := pattern(64<<10, 1), pattern(3*seg+1000, 2), pattern(90000, 3)
