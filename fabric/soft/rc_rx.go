@@ -37,7 +37,7 @@ func (p *rcPath) rx(b []byte) {
 
 // readMore reads the socket itself until it is drained or the budget is
 // spent, and reports whether it read anything (bytes, the end of the
-// stream or an error).
+// stream or an error) or stopped the data path.
 func (p *rcPath) readMore() (got bool) {
 	c := p.c
 	for budget := rxBudget; budget > 0 && !p.dead && c.state == csRTS; {
@@ -48,7 +48,7 @@ func (p *rcPath) readMore() (got bool) {
 		case err == unix.EAGAIN:
 			return got
 		case err == errStop:
-			return got
+			return true // terminated: the waiter looks again
 		case err != nil:
 			c.peerGone(errnoOf(err))
 			return true
