@@ -301,6 +301,9 @@ const connReadSize = 16 << 10
 func (c *conn) readable() (got bool) {
 	if c.state == csRTS {
 		if p := c.dp; p != nil {
+			if p.directDue() {
+				return p.readMore()
+			}
 			done, got := p.readSpare()
 			if done {
 				return got

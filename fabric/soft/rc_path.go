@@ -610,8 +610,11 @@ func (p *rcPath) sendDirect() bool {
 		if m.kind == txNone && !p.next() {
 			break
 		}
-		if m.op == iwarp.OpReadRequest || m.reg == nil || len(m.payload)-m.off < txDirectMin || p.maxSeg(m.op) < txDirectMin ||
-			!m.reg.valid.Load() {
+		// A long message's short last FPDU goes with it: fill would copy
+		// it, and the messages after it, into tx. The MSS is read only
+		// for a message long enough to need it (readMSS).
+		if m.op == iwarp.OpReadRequest || m.reg == nil ||
+			m.off == 0 && (len(m.payload) < txDirectMin || p.maxSeg(m.op) < txDirectMin) || !m.reg.valid.Load() {
 			break // fill sends it (emit ends a message whose region went away)
 		}
 		if d == nil {

@@ -32,26 +32,49 @@ func (p *rcPath) rx(b []byte) {
 	if len(b) < connReadSize {
 		return
 	}
+	p.readMore()
+}
+
+// readMore reads the socket itself until it is drained or the budget is
+// spent, and reports whether it read anything (bytes, the end of the
+// stream or an error) or stopped the data path.
+func (p *rcPath) readMore() (got bool) {
+	c := p.c
 	for budget := rxBudget; budget > 0 && !p.dead && c.state == csRTS; {
 		n, err := p.read()
 		switch {
 		case err == unix.EINTR:
 			continue
 		case err == unix.EAGAIN:
-			return
+			return got
 		case err == errStop:
-			return
+			return true // terminated: the waiter looks again
 		case err != nil:
 			c.peerGone(errnoOf(err))
-			return
+			return true
 		case n == 0:
 			c.peerGone(0)
-			return
+			return true
+		}
+		got = true
+		if rxReadHook != nil {
+			rxReadHook(n)
 		}
 		countReceived(c.fd, n)
 		p.drain()
 		budget -= n
 	}
+	return got
+}
+
+// rxReadHook, set by tests only, sees each of readMore's reads.
+var rxReadHook func(n int)
+
+// directDue reports whether a direct FPDU's payload is due: read, not
+// conn.readable's stack buffer, reads it straight into its destination.
+func (p *rcPath) directDue() bool {
+	d := p.dx
+	return d != nil && d.on && d.off < len(d.dst) && !p.dead
 }
 
 // spareMin is the least spare room in the deframer's buffer that
@@ -145,9 +168,12 @@ func (p *rcPath) read() (int, error) {
 		p.directRegionGone()
 		return 0, errStop
 	}
+	if p.predict() {
+		return p.readPredicted()
+	}
 	rest := d.dst[d.off:]
 	space := p.df.WriteSpace(directLookahead)
-	n, err := readv2(p.c.fd, &d.iov, rest, space[:min(len(space), directLookahead)])
+	n, err := readv2(p.c.fd, (*[2]unix.Iovec)(d.iov[:2]), rest, space[:min(len(space), directLookahead)])
 	if n > 0 {
 		k := min(n, len(rest))
 		if p.crc {
@@ -252,8 +278,18 @@ type rxDirect struct {
 	dst    []byte                                               // the payload's destination
 	off    int                                                  // bytes of dst placed
 	pad    int
-	crc    uint32        // CRC32c so far (with CRC on)
-	iov    [2]unix.Iovec // readv's vector, kept to allocate nothing
+	crc    uint32 // CRC32c so far (with CRC on)
+
+	// The FPDUs predicted after this one (readPredicted): np of them,
+	// each with its predecessor's pad and CRC and its own length field
+	// and header in tb[j][:tn[j]], and its payload span in the receive.
+	np   int
+	tb   [predictFPDUs][predictTB]byte
+	tn   [predictFPDUs]uint8
+	span [predictFPDUs][]byte
+	miss int // messages to go before predicting again, after a wrong prediction
+
+	iov [2 + 2*predictFPDUs]unix.Iovec // readv's vector, kept to allocate nothing
 }
 
 // startDirect takes over the incomplete FPDU at the head of the deframer
@@ -313,6 +349,9 @@ func (p *rcPath) startDirect() {
 		p.dx = d
 	}
 	head := iwarp.LengthFieldLen + hl
+	if d.miss > 0 && h.MO == 0 && op != iwarp.OpWrite {
+		d.miss-- // a message's first FPDU: one fewer to go unpredicted
+	}
 	d.on, d.h, d.m, d.dst, d.pad = true, h, m, dst, iwarp.Pad(ulen)
 	d.hl = copy(d.hdr[:], b[:head])
 	d.off = copy(dst, buffered)
