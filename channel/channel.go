@@ -18,6 +18,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/hooks"
 )
 
 // Channel is an event channel. It is safe for concurrent use.
@@ -27,8 +28,7 @@ type Channel struct {
 
 	mu      sync.Mutex
 	closed  bool
-	onClose map[uint64]func() // OnClose's functions, by key
-	nextKey uint64
+	onClose hooks.Set // OnClose's functions
 }
 
 type options struct {
@@ -180,10 +180,9 @@ func (c *Channel) Close() error {
 		}
 	}
 	c.closed = true
-	hooks := c.onClose
-	c.onClose = nil
+	fs := c.onClose.Close()
 	c.mu.Unlock()
-	for _, f := range hooks {
+	for _, f := range fs {
 		f()
 	}
 	return c.src.Close()
@@ -200,22 +199,5 @@ func (c *Channel) OnClose(f func()) (stop func() bool) {
 	if c == nil {
 		return func() bool { return false }
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return func() bool { return false }
-	}
-	if c.onClose == nil {
-		c.onClose = make(map[uint64]func())
-	}
-	c.nextKey++
-	key := c.nextKey
-	c.onClose[key] = f
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		_, ok := c.onClose[key]
-		delete(c.onClose, key)
-		return ok
-	}
+	return c.onClose.Add(f)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
+	"github.com/cmrt/cmrt/internal/hooks"
 )
 
 // source is one open rdma_cm file: the kernel fabric's event channel
@@ -47,10 +48,9 @@ type source struct {
 	// here. fdClosed: the fd and buffers are released.
 	holds    int
 	fdClosed bool
-	// onMigrate holds OnMigrate's functions, by key: Migrate calls them
-	// (see kick). Close drops them.
-	onMigrate map[uint64]func()
-	nextKey   uint64
+	// onMigrate holds OnMigrate's functions: Migrate calls them (see
+	// kick). Close drops them.
+	onMigrate hooks.Set
 }
 
 // errClosed is what commands on a closed channel return.
@@ -433,39 +433,11 @@ func (s *source) kick() {
 // installs one to read the events MIGRATE_ID moved here, which its epoll
 // is not told of.
 func (s *source) OnMigrate(f func()) (stop func() bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return func() bool { return false }
-	}
-	if s.onMigrate == nil {
-		s.onMigrate = make(map[uint64]func())
-	}
-	s.nextKey++
-	key := s.nextKey
-	s.onMigrate[key] = f
-	return func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		_, ok := s.onMigrate[key]
-		delete(s.onMigrate, key)
-		return ok
-	}
+	return s.onMigrate.Add(f)
 }
 
 // migrated calls the OnMigrate functions, without s.mu (they may read s).
-// Migrate is rare: the copy allocates only when a function is installed.
-func (s *source) migrated() {
-	s.mu.Lock()
-	var fs []func()
-	for _, f := range s.onMigrate {
-		fs = append(fs, f)
-	}
-	s.mu.Unlock()
-	for _, f := range fs {
-		f()
-	}
-}
+func (s *source) migrated() { s.onMigrate.Run() }
 
 // hold keeps s's fd open past Close until release (see holds).
 func (s *source) hold() {
@@ -523,7 +495,7 @@ func (s *source) Close() error {
 		return nil
 	}
 	s.closed = true
-	s.onMigrate = nil
+	s.onMigrate.Close()
 	eps := make([]*endpoint, 0, len(s.eps))
 	for ep := range s.eps {
 		eps = append(eps, ep)

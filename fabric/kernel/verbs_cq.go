@@ -9,6 +9,7 @@ import (
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/provider"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
+	"github.com/cmrt/cmrt/internal/hooks"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -42,9 +43,8 @@ type vcq struct {
 	raw     [32]provider.WC
 	poller  *poll.Poller // Fd's epoll set, nil until Fd
 	efd     *poll.EventFD
-	pending bool // efd raised
-	onClose map[uint64]func()
-	nextKey uint64
+	pending bool      // efd raised
+	onClose hooks.Set // OnClose's functions
 }
 
 var _ fabric.CQ = (*vcq)(nil)
@@ -276,12 +276,11 @@ func (c *vcq) close() {
 		return
 	}
 	c.closed = true // from here on Fd is -1 and Poll takes nothing
-	hooks := c.onClose
-	c.onClose = nil
+	fs := c.onClose.Close()
 	c.mu.Unlock()
 	// Those polling Fd let it go before it closes (see fabric.CQ): the
 	// descriptor is an epoll set that cannot be made readable for good.
-	for _, f := range hooks {
+	for _, f := range fs {
 		f()
 	}
 	c.mu.Lock()
@@ -305,22 +304,5 @@ func (c *vcq) destroyKernel() {
 // registering the queue uses it to let its duplicate go. stop unregisters
 // f and reports whether it was still registered.
 func (c *vcq) OnClose(f func()) (stop func() bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.closed {
-		return func() bool { return false }
-	}
-	if c.onClose == nil {
-		c.onClose = make(map[uint64]func())
-	}
-	c.nextKey++
-	key := c.nextKey
-	c.onClose[key] = f
-	return func() bool {
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		_, ok := c.onClose[key]
-		delete(c.onClose, key)
-		return ok
-	}
+	return c.onClose.Add(f)
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/evq"
+	"github.com/cmrt/cmrt/internal/hooks"
 )
 
 // Fabric is a fake fabric.
@@ -91,8 +92,7 @@ type Source struct {
 
 	mu        sync.Mutex
 	eps       map[*Endpoint]bool
-	onMigrate map[uint64]func()
-	nextKey   uint64
+	onMigrate hooks.Set
 	closed    bool
 }
 
@@ -130,46 +130,15 @@ func (s *Source) extract(match func(*fabric.RawEvent) bool) []fabric.RawEvent {
 // after every Migrate to the source that moved an endpoint, until stop or
 // Close.
 func (s *Source) OnMigrate(f func()) (stop func() bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return func() bool { return false }
-	}
-	if s.onMigrate == nil {
-		s.onMigrate = make(map[uint64]func())
-	}
-	s.nextKey++
-	key := s.nextKey
-	s.onMigrate[key] = f
-	return func() bool {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		_, ok := s.onMigrate[key]
-		delete(s.onMigrate, key)
-		return ok
-	}
+	return s.onMigrate.Add(f)
 }
 
 // MigrateHooks returns how many OnMigrate functions are installed.
-func (s *Source) MigrateHooks() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.onMigrate)
-}
+func (s *Source) MigrateHooks() int { return s.onMigrate.Len() }
 
 // Migrated calls the OnMigrate functions, as a Migrate in QuietMigrate
 // mode does: tests use it to call them at a chosen time.
-func (s *Source) Migrated() {
-	s.mu.Lock()
-	fs := make([]func(), 0, len(s.onMigrate))
-	for _, f := range s.onMigrate {
-		fs = append(fs, f)
-	}
-	s.mu.Unlock()
-	for _, f := range fs {
-		f()
-	}
-}
+func (s *Source) Migrated() { s.onMigrate.Run() }
 
 // Create implements fabric.EventSource.
 func (s *Source) Create(uid uint64, ps fabric.PortSpace, qp fabric.QPType) (fabric.Endpoint, error) {
@@ -262,7 +231,8 @@ func (s *Source) Close() error {
 		h()
 	}
 	s.mu.Lock()
-	s.closed, s.onMigrate = true, nil
+	s.closed = true
+	s.onMigrate.Close()
 	eps := make([]*Endpoint, 0, len(s.eps))
 	for ep := range s.eps {
 		eps = append(eps, ep)
