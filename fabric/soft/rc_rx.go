@@ -392,8 +392,8 @@ func (p *rcPath) directRegionGone() {
 }
 
 // first handles the peer's first FPDU. On the responder it ends the hold
-// and, in P2P mode, is the RTR that completes the connection; on a P2P
-// initiator it stops repeatRTR.
+// and, in P2P mode, is the RTR that completes the connection (answered by
+// ackRTR); on a P2P initiator it stops repeatRTR.
 func (p *rcPath) first() {
 	p.firstRx = true
 	p.stopTimer() // the hold, the wait for the RTR, or repeatRTR's
@@ -414,7 +414,32 @@ func (p *rcPath) first() {
 			ep.emitLocked(&raw)
 		}
 		ep.mu.Unlock()
+		p.ackRTR()
 	}
+}
+
+// ackRTR makes a P2P responder that has just read the initiator's RTR send
+// a zero-length RDMA Write (drain's pump writes it) unless an FPDU goes out
+// now anyway: the Read Response to a Read RTR (replyRTR granted one), a
+// message posted during the wait. The initiator repeats its RTR until the responder's first FPDU
+// (repeatRTR, for siw's responder, which may miss the first): this one
+// tells it at once that the RTR was read. For any initiator a zero-length
+// Write is a no-op: no STag checked, nothing placed, no completion, no
+// receive consumed (RFC 5040's tagged model; siw's siw_proc_write returns
+// before its STag check, as writeDst does here).
+func (p *rcPath) ackRTR() {
+	if r := &p.c.req; r.ReadRTR && !r.WriteRTR {
+		return
+	}
+	if q := p.qp; q != nil {
+		q.mu.Lock()
+		queued := q.sqCur != q.sqTail
+		q.mu.Unlock()
+		if queued {
+			return
+		}
+	}
+	p.rtr = RTRWrite
 }
 
 // handle processes one ULPDU.
