@@ -320,6 +320,30 @@ func (p *rcPath) repeatRTR() {
 	p.dropIdle()
 }
 
+// ackRTR makes a P2P responder that has just read the initiator's RTR
+// (first) send a zero-length RDMA Write, unless an FPDU goes out now
+// anyway: the Read Response to a Read RTR (replyRTR granted one), a
+// message posted during the wait. drain's pump writes it. The initiator
+// repeats its RTR until the responder's first FPDU (repeatRTR, for siw's
+// responder, which may miss the first): this one tells it at once that
+// the RTR was read. For any initiator a zero-length Write is a no-op: no
+// STag checked, nothing placed, no completion, no receive consumed (siw's
+// siw_proc_write returns before its STag check, as writeDst does here).
+func (p *rcPath) ackRTR() {
+	if r := &p.c.req; r.ReadRTR && !r.WriteRTR {
+		return
+	}
+	if q := p.qp; q != nil {
+		q.mu.Lock()
+		queued := q.sqCur != q.sqTail
+		q.mu.Unlock()
+		if queued {
+			return
+		}
+	}
+	p.rtr = RTRWrite
+}
+
 // rtrRepeatHook, set by tests only, sees each repeatRTR that writes.
 var rtrRepeatHook func(c *conn)
 

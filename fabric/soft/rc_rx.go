@@ -409,37 +409,16 @@ func (p *rcPath) first() {
 		// ESTABLISHED follows it.
 		ep := c.ep
 		ep.mu.Lock()
-		if !ep.discReported {
+		live := !ep.discReported
+		if live {
 			raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 			ep.emitLocked(&raw)
 		}
 		ep.mu.Unlock()
-		p.ackRTR()
-	}
-}
-
-// ackRTR makes a P2P responder that has just read the initiator's RTR send
-// a zero-length RDMA Write (drain's pump writes it) unless an FPDU goes out
-// now anyway: the Read Response to a Read RTR (replyRTR granted one), a
-// message posted during the wait. The initiator repeats its RTR until the responder's first FPDU
-// (repeatRTR, for siw's responder, which may miss the first): this one
-// tells it at once that the RTR was read. For any initiator a zero-length
-// Write is a no-op: no STag checked, nothing placed, no completion, no
-// receive consumed (RFC 5040's tagged model; siw's siw_proc_write returns
-// before its STag check, as writeDst does here).
-func (p *rcPath) ackRTR() {
-	if r := &p.c.req; r.ReadRTR && !r.WriteRTR {
-		return
-	}
-	if q := p.qp; q != nil {
-		q.mu.Lock()
-		queued := q.sqCur != q.sqTail
-		q.mu.Unlock()
-		if queued {
-			return
+		if live {
+			p.ackRTR()
 		}
 	}
-	p.rtr = RTRWrite
 }
 
 // handle processes one ULPDU.
