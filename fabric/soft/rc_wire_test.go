@@ -474,8 +474,15 @@ func TestRCP2PWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.ch.want(t, id.EventDisconnected)
-		_, _ = c.Write(soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false))
+		rtr := soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
+		_, _ = c.Write(rtr)
 		s.ch.none(t, 200*time.Millisecond)
+		// Nor does it answer the RTR (ackRTR): nothing but its close.
+		_ = c.(*net.TCPConn).CloseWrite()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if rest, _ := io.ReadAll(c); bytes.Contains(rest, rtr) {
+			t.Fatalf("answered the RTR after DISCONNECTED: %x", rest)
+		}
 		_ = c.Close()
 		s.ch.none(t, 50*time.Millisecond)
 		s.close(t)
