@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"testing"
 
 	"golang.org/x/sys/unix"
 
@@ -357,4 +358,36 @@ func EpollHolds(fd int, ino uint64) (bool, error) {
 		}
 	}
 	return false, nil
+}
+
+// CountRTRRepeats counts, until tb's cleanup, the RTR repeats (repeatRTR)
+// each connection writes, and returns the count of ep's connection.
+func CountRTRRepeats(tb testing.TB) func(ep fabric.Endpoint) int {
+	var mu sync.Mutex
+	n := map[*conn]int{}
+	rtrRepeatHook = func(c *conn) {
+		mu.Lock()
+		n[c]++
+		mu.Unlock()
+	}
+	tb.Cleanup(func() { rtrRepeatHook = nil })
+	return func(ep fabric.Endpoint) int {
+		c := connOf(ep)
+		mu.Lock()
+		defer mu.Unlock()
+		return n[c]
+	}
+}
+
+// PeerSpoke reports, on the connection's loop, whether ep's connection has
+// read an FPDU from its peer (its data path's first).
+func PeerSpoke(ep fabric.Endpoint) bool {
+	c := connOf(ep)
+	var spoke bool
+	c.l.call(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		spoke = c.dp != nil && c.dp.firstRx
+	})
+	return spoke
 }

@@ -138,7 +138,7 @@ type rcPath struct {
 	// Connection start.
 	hold    bool // responder: no FPDU out before the initiator's first
 	waitRTR bool // P2P responder: ESTABLISHED when the RTR arrives
-	rtr     RTR  // P2P initiator: the RTR still to send
+	rtr     RTR  // P2P: the RTR (initiator) or its answer (responder: ackRTR) still to send
 	firstRx bool
 	// rtrRepeats counts the RTRs a P2P initiator repeated (repeatRTR).
 	rtrRepeats uint8
@@ -301,11 +301,15 @@ const (
 // arrive in between stay unread until more come, and until then the
 // responder is never established (with a server that speaks first, never
 // at all). A zero-length Write is a no-op for any responder, this fabric's
-// included.
+// included. A cmrt responder answers the RTR as it reads it (ackRTR), so
+// toward one the repeats stop at the answer.
 func (p *rcPath) repeatRTR() {
 	p.timer = nil
 	if p.firstRx || p.c.state != csRTS {
 		return
+	}
+	if rtrRepeatHook != nil {
+		rtrRepeatHook(p.c)
 	}
 	p.rtr = RTRWrite
 	p.pump()
@@ -315,6 +319,33 @@ func (p *rcPath) repeatRTR() {
 	}
 	p.dropIdle()
 }
+
+// ackRTR makes a P2P responder that has just read the initiator's RTR
+// (first) send a zero-length RDMA Write, unless an FPDU goes out now
+// anyway: the Read Response to a Read RTR (replyRTR granted one), a
+// message posted during the wait. drain's pump writes it. The initiator
+// repeats its RTR until the responder's first FPDU (repeatRTR, for siw's
+// responder, which may miss the first): this one tells it at once that
+// the RTR was read. For any initiator a zero-length Write is a no-op: no
+// STag checked, nothing placed, no completion, no receive consumed (siw's
+// siw_proc_write returns before its STag check, as writeDst does here).
+func (p *rcPath) ackRTR() {
+	if r := &p.c.req; r.ReadRTR && !r.WriteRTR {
+		return
+	}
+	if q := p.qp; q != nil {
+		q.mu.Lock()
+		queued := q.sqCur != q.sqTail
+		q.mu.Unlock()
+		if queued {
+			return
+		}
+	}
+	p.rtr = RTRWrite
+}
+
+// rtrRepeatHook, set by tests only, sees each repeatRTR that writes.
+var rtrRepeatHook func(c *conn)
 
 // attachLater attaches a QP created after the connection was set up.
 func (c *conn) attachLater(q *rcQP) {

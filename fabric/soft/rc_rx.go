@@ -431,8 +431,8 @@ func (p *rcPath) directRegionGone() {
 }
 
 // first handles the peer's first FPDU. On the responder it ends the hold
-// and, in P2P mode, is the RTR that completes the connection; on a P2P
-// initiator it stops repeatRTR.
+// and, in P2P mode, is the RTR that completes the connection (answered by
+// ackRTR); on a P2P initiator it stops repeatRTR.
 func (p *rcPath) first() {
 	p.firstRx = true
 	p.stopTimer() // the hold, the wait for the RTR, or repeatRTR's
@@ -448,11 +448,15 @@ func (p *rcPath) first() {
 		// ESTABLISHED follows it.
 		ep := c.ep
 		ep.mu.Lock()
-		if !ep.discReported {
+		live := !ep.discReported
+		if live {
 			raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 			ep.emitLocked(&raw)
 		}
 		ep.mu.Unlock()
+		if live {
+			p.ackRTR()
+		}
 	}
 }
 

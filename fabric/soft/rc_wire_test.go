@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -473,8 +474,15 @@ func TestRCP2PWire(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.ch.want(t, id.EventDisconnected)
-		_, _ = c.Write(soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false))
+		rtr := soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
+		_, _ = c.Write(rtr)
 		s.ch.none(t, 200*time.Millisecond)
+		// Nor does it answer the RTR (ackRTR): nothing but its close.
+		_ = c.(*net.TCPConn).CloseWrite()
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if rest, _ := io.ReadAll(c); bytes.Contains(rest, rtr) {
+			t.Fatalf("answered the RTR after DISCONNECTED: %x", rest)
+		}
 		_ = c.Close()
 		s.ch.none(t, 50*time.Millisecond)
 		s.close(t)
@@ -652,5 +660,142 @@ func TestRCEstablishedBeforeRTR(t *testing.T) {
 	ch.want(t, id.EventDisconnected)
 	_ = e.id.Destroy()
 	_ = ch.src.Close()
+	quiesceFabs(t, f)
+}
+
+// TestRCP2PResponderAnswersRTR: a Go responder that has nothing to send
+// answers the initiator's Write RTR with a zero-length Write of its own, so
+// a Go initiator whose peer stays silent repeats no RTR (the repeats are
+// for siw's responder: TestRCP2PRTRRepeat), and the answer completes
+// nothing on the initiator and takes none of its receives.
+func TestRCP2PResponderAnswersRTR(t *testing.T) {
+	for _, withQP := range []bool{false, true} {
+		name := map[bool]string{false: "no-qp", true: "qp"}[withQP]
+		t.Run(name, func(t *testing.T) {
+			repeats := soft.CountRTRRepeats(t)
+			f := soft.New()
+			srvCh, cliCh := newRCChan(t, f), newRCChan(t, f)
+			lis := listen(t, srvCh)
+			cid, _ := id.Create(cliCh, nil, id.PSTCP)
+			_ = cid.ResolveAddr(netip.AddrPort{}, lis.LocalAddr(), time.Second)
+			cliCh.want(t, id.EventAddrResolved)
+			_ = cid.ResolveRoute(time.Second)
+			cliCh.want(t, id.EventRouteResolved)
+			attr := id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 2, MaxRecvWR: 2}}
+			buf := make([]byte, 8)
+			if withQP {
+				if err := cid.CreateQP(&attr); err != nil {
+					t.Fatal(err)
+				}
+				m, err := cid.QP().RegMR(buf, id.AccessLocalWrite)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cid.QP().PostRecv(&id.RecvWR{WRID: 1, Buf: buf, MR: m}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := cid.Connect(nil); err != nil {
+				t.Fatal(err)
+			}
+			sid := srvCh.want(t, id.EventConnectRequest).ID
+			if withQP {
+				if err := sid.CreateQP(&attr); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := sid.Accept(nil); err != nil {
+				t.Fatal(err)
+			}
+			cliCh.want(t, id.EventEstablished)
+			srvCh.want(t, id.EventEstablished)
+			if withQP {
+				// The path stays (a QP is attached): wait for the answer.
+				waitFor(t, func() bool { return soft.PeerSpoke(cid.Endpoint()) })
+				var wc [1]id.WC
+				if n := cid.QP().RecvCQ().Poll(wc[:]); n != 0 {
+					t.Fatalf("the answer completed %+v", wc[0])
+				}
+				if n := cid.QP().SendCQ().Poll(wc[:]); n != 0 {
+					t.Fatalf("a send completion %+v", wc[0])
+				}
+			} else {
+				// The path is dropped once the start is over: at the
+				// answer, or after the last repeat without it.
+				waitFor(t, func() bool { return !soft.HasDataPath(cid.Endpoint()) })
+			}
+			// Without the answer the initiator repeats four times; a
+			// responder's loop slower than the first repeat's 10 ms (a
+			// loaded machine) may let one or two through.
+			if n := repeats(cid.Endpoint()); n >= 4 {
+				t.Fatalf("the initiator repeated its RTR %d times toward a Go responder", n)
+			}
+			if withQP {
+				// The receive posted before the answer takes the first Send.
+				if err := sid.PostSend(2, []byte("hi"), nil, id.SendInline|id.SendSignaled); err != nil {
+					t.Fatal(err)
+				}
+				wantWC(t, comp(t, sid.QP().SendCQ()), id.WCSuccess, id.WCSend)
+				wc := comp(t, cid.QP().RecvCQ())
+				if wc.WRID != 1 || wc.Status != id.WCSuccess || string(buf[:wc.ByteLen]) != "hi" {
+					t.Fatalf("%+v %q", wc, buf[:wc.ByteLen])
+				}
+			}
+			_ = cid.Disconnect()
+			cliCh.want(t, id.EventDisconnected)
+			srvCh.want(t, id.EventDisconnected)
+			for _, i := range []*id.ID{cid, sid, lis} {
+				_ = i.Destroy()
+			}
+			_ = srvCh.src.Close()
+			_ = cliCh.src.Close()
+			quiesceFabs(t, f)
+		})
+	}
+}
+
+// TestRCP2PResponderAnswerWire: what a Go responder writes after a raw
+// initiator's Write RTR: one zero-length Write (the RTR's own bytes) when
+// it has nothing to send, nothing but its message when one was posted
+// while it waited for the RTR, and nothing for a Read RTR beyond the Read
+// Response (TestRCP2PWire).
+func TestRCP2PResponderAnswerWire(t *testing.T) {
+	f := soft.New()
+	s := newRawServerSide(t, f)
+	rtr := soft.FPDU(iwarp.Header{Op: iwarp.OpWrite, Last: true, STag: 1}, nil, false)
+	for _, posted := range []bool{false, true} {
+		req := enhancedReq(false)
+		req.P2P, req.WriteRTR = true, true
+		c, rep := s.rawAccept(t, req, false)
+		if !rep.P2P || !rep.WriteRTR {
+			t.Fatalf("reply %+v", rep)
+		}
+		srv := s.ids[len(s.ids)-1]
+		want := rtr
+		if posted {
+			if err := srv.PostSend(1, []byte("first"), nil, id.SendInline); err != nil {
+				t.Fatal(err)
+			}
+			want = soft.FPDU(iwarp.Header{Op: iwarp.OpSend, Last: true, MSN: 1}, []byte("first"), false)
+		}
+		_, _ = c.Write(rtr)
+		s.ch.want(t, id.EventEstablished)
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		got := make([]byte, len(want))
+		if _, err := io.ReadFull(c, got); err != nil {
+			t.Fatalf("posted=%v: %v (got %x)", posted, err, got)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("posted=%v: got %x, want %x", posted, got, want)
+		}
+		// Our FIN: the responder closes, with nothing more written.
+		_ = c.(*net.TCPConn).CloseWrite()
+		s.ch.want(t, id.EventDisconnected)
+		if rest, err := io.ReadAll(c); err != nil || len(rest) != 0 {
+			t.Fatalf("posted=%v: then %x, %v", posted, rest, err)
+		}
+		_ = c.Close()
+	}
+	s.close(t)
 	quiesceFabs(t, f)
 }
