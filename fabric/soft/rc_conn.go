@@ -56,6 +56,7 @@ type conn struct {
 	closeOK bool // close once wbuf drains (after our FIN)
 	crc     bool
 	rts     bool // entered RTS: dp, if nil, is made on demand (path)
+	gone    bool // the id is destroyed, its data path closed: the socket lingers (destroy)
 	ird     uint16
 	ord     uint16
 	ep      *endpoint // nil on the passive side until the request arrives
@@ -811,7 +812,9 @@ func (c *conn) closeNow() {
 	if c.lis != nil {
 		c.lis.waiting.remove(c)
 	}
-	c.closeDataPath()
+	if !c.gone {
+		c.closeDataPath()
+	}
 	if dup := c.rxw != nil; !dup || !c.rxw.closeConn() {
 		// A socket never duplicated leaves the epoll set as it is
 		// closed; a direct reader's duplicate (rc_rxwait.go) may still
@@ -831,17 +834,33 @@ func (c *conn) closeNow() {
 }
 
 // destroy closes the connection because its id is destroyed: a pending
-// request is rejected; otherwise what the peer sent is drained (so the close
-// is a FIN, not a reset), queued bytes get one last try, and the socket is
-// closed.
+// request is rejected; a connection that is up, or closing, stops its data
+// path at once (the QP goes with the id) but keeps its socket until the
+// peer's FIN or the linger timeout (finishClose), discarding what the peer
+// still sends (received). Closing it at once would make it reset: Linux
+// answers a close with unread bytes, or bytes arriving after it (a credit
+// update, an RTR answer), with a RST, which throws away what our socket
+// had not sent yet, and the peer loses the end of the stream. Otherwise
+// what the peer sent is drained, queued bytes get one last try, and the
+// socket is closed.
 func (c *conn) destroy() {
 	switch c.state {
 	case csClosed:
 		return
 	case csReqRecv:
 		c.reject(nil)
+	case csRTS:
+		c.finishClose()
 	}
-	if c.state == csClosed {
+	switch c.state {
+	case csClosed:
+		return
+	case csClosing:
+		if !c.gone {
+			c.gone = true
+			c.closeDataPath()
+		}
+		c.readStack() // what came meanwhile; the peer's FIN closes
 		return
 	}
 	var buf [4096]byte
