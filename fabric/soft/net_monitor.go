@@ -182,29 +182,28 @@ func (n *netmon) sharesRouteSocket() bool {
 func (n *netmon) lookupRoute(dst, src netip.Addr, oif int) (r netlink.Route, err error) {
 	k := routeKey{dst, src, oif}
 	n.mu.Lock()
-	mon, rc := n.cur, n.rc
+	mon := n.cur // nil: no subscription, nothing cached nor kept
+	if n.rc == nil {
+		mon = nil // (set and cleared with cur: detachLocked)
+	}
 	cached, hit := n.routes[k]
 	n.mu.Unlock()
-	if mon == nil || rc == nil {
-		err = n.withConn(func(c *netlink.Conn) error {
-			r, err = c.RouteLookupOIF(dst, src, oif)
-			return err
-		})
-		return r, err
-	}
-	if hit {
-		if e, quiet := mon.m.Quiet(); quiet && e == cached.epoch {
-			return cached.r, nil
-		}
-	}
 	// The epoch before the lookup: the answer may be kept only if no
 	// notification was read meanwhile and none is waiting after it.
-	before := mon.m.Epoch()
+	var before uint64
+	if mon != nil {
+		if hit {
+			if e, quiet := mon.m.Quiet(); quiet && e == cached.epoch {
+				return cached.r, nil
+			}
+		}
+		before = mon.m.Epoch()
+	}
 	err = n.withConn(func(c *netlink.Conn) error {
 		r, err = c.RouteLookupOIF(dst, src, oif)
 		return err
 	})
-	if err != nil || r.Type != netlink.RouteLocal || before%2 != 0 {
+	if mon == nil || err != nil || r.Type != netlink.RouteLocal || before%2 != 0 {
 		return r, err
 	}
 	if e, quiet := mon.m.Quiet(); quiet && e == before {
