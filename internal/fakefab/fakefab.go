@@ -93,7 +93,6 @@ type Source struct {
 	mu        sync.Mutex
 	eps       map[*Endpoint]bool
 	onMigrate hooks.Set
-	closed    bool
 }
 
 // Fabric implements fabric.EventSource.
@@ -231,7 +230,6 @@ func (s *Source) Close() error {
 		h()
 	}
 	s.mu.Lock()
-	s.closed = true
 	s.onMigrate.Close()
 	eps := make([]*Endpoint, 0, len(s.eps))
 	for ep := range s.eps {
