@@ -175,33 +175,34 @@ type mailboxes struct {
 // recentMailboxes is the size of mailboxes.recent (8 KiB of pointers).
 const recentMailboxes = 1024
 
-func (m *mailboxes) get(k mboxKey) *mailbox {
+// get returns k's mailbox, or nil if it has none. For an id, uid is the
+// uid of its event (the id's own, or one of its multicast joins'), which
+// picks its entry in recent; a completion queue's key ignores it.
+func (m *mailboxes) get(k mboxKey, uid uint64) *mailbox {
 	if k.reg != nil {
 		return m.byCQ[k.reg]
 	}
-	return m.byID[k.id]
-}
-
-// getID returns k's mailbox, k an id and uid the uid of its event (the id's
-// own, or one of its multicast joins'), or nil if it has none.
-func (m *mailboxes) getID(k *id.ID, uid uint64) *mailbox {
 	if m.recent == nil {
 		m.recent = new([recentMailboxes]*mailbox)
 	}
 	e := &m.recent[uint(handle.Index(uid))%recentMailboxes]
-	if mb := *e; mb != nil && mb.key.id == k {
+	if mb := *e; mb != nil && mb.key.id == k.id {
 		return mb
 	}
-	mb := m.byID[k]
+	mb := m.byID[k.id]
 	if mb != nil {
 		*e = mb
 	}
 	return mb
 }
 
-// setID files mb as k's mailbox, k an id and uid the uid of its event.
-func (m *mailboxes) setID(k *id.ID, uid uint64, mb *mailbox) {
-	m.byID[k] = mb
+// set files mb as k's mailbox, uid as for get.
+func (m *mailboxes) set(k mboxKey, uid uint64, mb *mailbox) {
+	if k.reg != nil {
+		m.byCQ[k.reg] = mb
+		return
+	}
+	m.byID[k.id] = mb
 	m.recent[uint(handle.Index(uid))%recentMailboxes] = mb
 }
 
@@ -209,14 +210,6 @@ func (m *mailboxes) setID(k *id.ID, uid uint64, mb *mailbox) {
 func (m *mailboxes) forgetRecent() {
 	if m.recent != nil {
 		clear(m.recent[:])
-	}
-}
-
-func (m *mailboxes) set(k mboxKey, mb *mailbox) {
-	if k.reg != nil {
-		m.byCQ[k.reg] = mb
-	} else {
-		m.byID[k.id] = mb
 	}
 }
 
@@ -245,14 +238,9 @@ const workerBatch = 16
 // enqueueLocked appends it to key's mailbox and, if the mailbox was idle,
 // puts it on the run queue; it reports whether it did. mbMu is held.
 func (r *Reactor) enqueueLocked(key mboxKey, it *item) bool {
-	var mb *mailbox
-	if key.reg == nil {
-		// The loop's batch holds the raw event of every event item: its
-		// uid is the id's, or one of its joins'.
-		mb = r.mboxes.getID(key.id, it.raw.UID)
-	} else {
-		mb = r.mboxes.get(key)
-	}
+	// The loop's batch holds the raw event of every event item: its uid
+	// is the id's, or one of its joins'.
+	mb := r.mboxes.get(key, it.raw.UID)
 	if mb != nil && !mb.scheduled {
 		r.idleBoxes-- // an idle mailbox in the map, woken
 	}
@@ -263,11 +251,7 @@ func (r *Reactor) enqueueLocked(key mboxKey, it *item) bool {
 			mb = &mailbox{items: ring.New[item](4, 0)}
 		}
 		mb.key = key
-		if key.reg == nil {
-			r.mboxes.setID(key.id, it.raw.UID, mb)
-		} else {
-			r.mboxes.set(key, mb)
-		}
+		r.mboxes.set(key, it.raw.UID, mb)
 	}
 	copyItem(mb.items.PushBack(), it)
 	if mb.scheduled {

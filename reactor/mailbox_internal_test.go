@@ -303,12 +303,12 @@ func TestRecentMailboxes(t *testing.T) {
 	m := mailboxes{byID: make(map[*id.ID]*mailbox), byCQ: make(map[*registration]*mailbox)}
 	a, b := new(id.ID), new(id.ID)
 	const ua, ub, join = 7, 7 + recentMailboxes, 7 + 5 // ua and ub share an entry
-	if mb := m.getID(a, ua); mb != nil {
-		t.Fatalf("empty: getID = %p", mb)
+	if mb := m.get(mboxKey{id: a}, ua); mb != nil {
+		t.Fatalf("empty: get = %p", mb)
 	}
 	mba, mbb := &mailbox{key: mboxKey{id: a}}, &mailbox{key: mboxKey{id: b}}
-	m.setID(a, ua, mba)
-	m.setID(b, ub, mbb) // takes the shared entry
+	m.set(mboxKey{id: a}, ua, mba)
+	m.set(mboxKey{id: b}, ub, mbb) // takes the shared entry
 	for _, c := range []struct {
 		name string
 		k    *id.ID
@@ -322,8 +322,8 @@ func TestRecentMailboxes(t *testing.T) {
 		{"a's join", a, join, mba},
 		{"a's join again", a, join, mba},
 	} {
-		if got := m.getID(c.k, c.uid); got != c.want {
-			t.Errorf("%s: getID = %p, want %p", c.name, got, c.want)
+		if got := m.get(mboxKey{id: c.k}, c.uid); got != c.want {
+			t.Errorf("%s: get = %p, want %p", c.name, got, c.want)
 		}
 	}
 	// a's mailbox swept, then reused for b's: a's entry must not give it.
@@ -331,15 +331,15 @@ func TestRecentMailboxes(t *testing.T) {
 	mba.key = mboxKey{}
 	delete(m.byID, b)
 	mba.key = mboxKey{id: b}
-	m.setID(b, ub, mba)
-	if got := m.getID(a, ua); got != nil {
-		t.Fatalf("a after its mailbox went to b: getID = %p, want nil", got)
+	m.set(mboxKey{id: b}, ub, mba)
+	if got := m.get(mboxKey{id: a}, ua); got != nil {
+		t.Fatalf("a after its mailbox went to b: get = %p, want nil", got)
 	}
-	if got := m.getID(a, join); got != nil {
-		t.Fatalf("a's join after its mailbox went to b: getID = %p, want nil", got)
+	if got := m.get(mboxKey{id: a}, join); got != nil {
+		t.Fatalf("a's join after its mailbox went to b: get = %p, want nil", got)
 	}
-	if got := m.getID(b, ub); got != mba {
-		t.Fatalf("b: getID = %p, want %p", got, mba)
+	if got := m.get(mboxKey{id: b}, ub); got != mba {
+		t.Fatalf("b: get = %p, want %p", got, mba)
 	}
 	m.forgetRecent()
 	for k, e := range m.recent {
