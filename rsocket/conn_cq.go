@@ -297,8 +297,19 @@ func (c *Conn) postMsg(m uint32, wrid uint64) error {
 // with Immediate, or with msgSend an unsignaled Write followed by the
 // word as a Send (placed after the Write's data, as RC orders them),
 // posted as one list (fabric.PostSendList: on the software fabric both
-// leave with one write(2)). Both forms complete once, as wrid. With
-// batch (a Write's data messages) the message may stay in mwr, to go
+// leave with one write(2)). Both forms complete once, as wrid, but for a
+// Write from registered memory (mr, the send buffer), which is signaled
+// and completes on its own: siw (the kernel's soft-iWARP) hands an
+// unsignaled Write of a page or more to TCP by reference, not by copy
+// (its zero-copy transmit), so its bytes are read from the send buffer
+// while TCP holds them, after the Send behind it has completed; had the
+// buffer been released at the Send's completion, the next Write's copy
+// into it changed bytes still on their way (a C client read corrupted
+// data from a Go server on the kernel fabric over siw0 under load).
+// rsockets signals every request (its QPs are created with
+// sq_sig_all), and siw copies a signaled one. The Write's completion
+// then releases the buffer and its send-queue slot, the Send's the
+// other slot. With batch (a Write's data messages) the message may stay in mwr, to go
 // with the next ones: up to batchMsgs messages or maxXfer bytes, and
 // postMsgs posts what is left. The work requests are the connection's
 // own (the QP copies them), so posting allocates nothing. Called with mu
@@ -308,9 +319,15 @@ func (c *Conn) postWriteMsg(wrid uint64, buf []byte, mr id.MR, flags id.SendFlag
 		return c.postImm(wrid, buf, mr, flags, addr, rkey, m)
 	}
 	k := c.mn
-	c.mwr[2*k] = fabric.SendWR{WRID: wrid, Opcode: fabric.WRWrite, Flags: flags, Buf: buf, MR: mr,
+	wwrid, swrid := wrid, wrid
+	if mr != nil {
+		kind, n, rel := splitSendID(wrid)
+		wwrid, swrid = sendID(kind, 1, rel), sendID(kind, n-1, 0)
+		flags |= id.SendSignaled
+	}
+	c.mwr[2*k] = fabric.SendWR{WRID: wwrid, Opcode: fabric.WRWrite, Flags: flags, Buf: buf, MR: mr,
 		RemoteAddr: addr, RKey: rkey}
-	c.mwr[2*k+1] = fabric.SendWR{WRID: wrid, Opcode: fabric.WRSend, Flags: id.SendInline | id.SendSignaled,
+	c.mwr[2*k+1] = fabric.SendWR{WRID: swrid, Opcode: fabric.WRSend, Flags: id.SendInline | id.SendSignaled,
 		Buf: c.order.AppendUint32(c.mword[k][:0], m)}
 	c.mn++
 	c.mlen += len(buf)

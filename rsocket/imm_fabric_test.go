@@ -47,6 +47,11 @@ type immFabric struct {
 	sends   atomic.Int64 // plain Sends posted
 	sendRcv atomic.Int64 // plain Sends received into a buffer that holds them
 	badRcv  atomic.Int64 // plain Sends received where no buffer holds them
+	// byRef counts unsignaled RDMA Writes of a page or more from
+	// registered memory: siw transmits such a Write by reference (its
+	// zero-copy send), reading the bytes while TCP holds them, after
+	// later requests have completed.
+	byRef atomic.Int64
 
 	qpMu sync.Mutex
 	qps  []*immQP // in the order created
@@ -66,7 +71,14 @@ var (
 	// the kernel fabric's name.
 	outFabric  = &immFabric{inner: soft.Default(), transport: transportIWARP, outOfProcess: true}
 	kernFabric = &immFabric{inner: soft.Default(), transport: transportIWARP, name: "kernel"}
+	// siwFabric is a device's iWARP fabric (completions made outside the
+	// process), with counters of its own for TestSendBufferNotByReference.
+	siwFabric = &immFabric{inner: soft.Default(), transport: transportIWARP, outOfProcess: true, name: "kernel"}
 )
+
+// siwSendPageThresh is the size from which siw sends an unsignaled
+// request's payload by reference (a page).
+const siwSendPageThresh = 4096
 
 // immTag starts the frame a Write with Immediate's Send carries.
 const (
@@ -249,6 +261,10 @@ func (q *immQP) PostSend(wr *fabric.SendWR) error {
 	default:
 		if err := q.QP.PostSend(wr); err != nil {
 			return err
+		}
+		if wr.Opcode == fabric.WRWrite && !signaled && wr.MR != nil && wr.Flags&fabric.SendInline == 0 &&
+			len(wr.Buf) >= siwSendPageThresh {
+			q.f.byRef.Add(1)
 		}
 		if wr.Opcode == fabric.WRSend {
 			q.f.sends.Add(1)

@@ -310,3 +310,57 @@ func TestResponderWaitsForInitiator(t *testing.T) {
 		})
 	}
 }
+
+// TestSendBufferNotByReference checks that on iWARP no data Write leaves
+// the send buffer unsignaled. siw sends an unsignaled Write of a page or
+// more by reference (zero copy): TCP reads its bytes from the send buffer
+// after the Send behind it has completed, so a buffer released at that
+// Send's completion was overwritten by the next Write's copy while its
+// old bytes were still on their way (a C client read corrupted data from
+// a Go server on the kernel fabric over siw0). rsockets signals every
+// request, and siw copies a signaled one. The data must arrive whole and
+// every send-queue slot and the whole send buffer come back, now that a
+// message completes twice.
+func TestSendBufferNotByReference(t *testing.T) {
+	before := siwFabric.byRef.Load()
+	c1, c2, stop := pipe(t, WithFabric(siwFabric), WithRecvBuffer(64<<10), WithSendBuffer(32<<10))
+	defer stop()
+	c1.SetDeadline(time.Now().Add(20 * time.Second))
+	c2.SetDeadline(time.Now().Add(20 * time.Second))
+	if !c1.msgSend || !c2.msgSend {
+		t.Fatal("siwFabric: want message words as Sends")
+	}
+	want := make([]byte, 1<<20)
+	for k := range want {
+		want[k] = byte(k*7 + k>>12)
+	}
+	for round := 0; round < 3; round++ {
+		errc := make(chan error, 1)
+		go func() {
+			_, err := c1.Write(want)
+			errc <- err
+		}()
+		got := make([]byte, len(want))
+		if _, err := io.ReadFull(c2, got); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-errc; err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("round %d: data differs", round)
+		}
+	}
+	for _, c := range []*Conn{c1, c2} {
+		settled(t, c)
+	}
+	c1.mu.Lock()
+	used := c1.sUsed
+	c1.mu.Unlock()
+	if used != 0 {
+		t.Errorf("send buffer: %d bytes still held after every send completed", used)
+	}
+	if n := siwFabric.byRef.Load() - before; n != 0 {
+		t.Errorf("%d unsignaled Writes of a page or more from the send buffer (siw sends them by reference)", n)
+	}
+}

@@ -15,7 +15,7 @@
 # CMRT_FABRIC and RSOCKET_IP name ('$RXE_IP' for rxe0), RSOCKET_SIZES
 # ("size:count ..."), RSOCKET_C_BASELINE=1. RSOCKET_SCRIPT=rsocket-loop.sh
 # runs test/vm/rsocket-loop.sh instead (pairs repeated in one boot: its
-# LOOP_PAIRS, LOOP_N, LOOP_T, LOOP_LOAD).
+# LOOP_PAIRS, LOOP_N, LOOP_T, LOOP_LOAD, LOOP_PRE).
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,7 +32,7 @@ trap 'rm -rf "$dir"' EXIT
 cp "$root/test/vm/rsocket.sh" "$root/test/vm/rsocket-loop.sh" "$dir/"
 script=${RSOCKET_SCRIPT:-rsocket.sh}
 env_line=""
-for v in RSOCKET_CONFIGS CMRT_FABRIC RSOCKET_IP RSOCKET_SIZES RSOCKET_C_BASELINE LOOP_PAIRS LOOP_N LOOP_T LOOP_LOAD; do
+for v in RSOCKET_CONFIGS CMRT_FABRIC RSOCKET_IP RSOCKET_SIZES RSOCKET_C_BASELINE LOOP_PAIRS LOOP_N LOOP_T LOOP_LOAD LOOP_PRE; do
 	[ -z "${!v:-}" ] || env_line="$env_line $v='${!v}'"
 done
 

@@ -9,11 +9,14 @@
 # seconds a pair may take (40); LOOP_LOAD=1 keeps a busy loop running
 # beside the pairs. A pair that outlives LOOP_T is reported as HANG with
 # the queue pairs' state, the processes' threads and the Go side's
-# goroutines (SIGQUIT, GOTRACEBACK=all).
+# goroutines (SIGQUIT, GOTRACEBACK=all). LOOP_PRE, a shell command run
+# once before the pairs (e.g. a sysctl that narrows TCP's buffers, so
+# that sent data waits longer in the socket).
 . /tests/lib.sh
 export GOTRACEBACK=all
 N=${LOOP_N:-20} T=${LOOP_T:-40}
 pairs=${LOOP_PAIRS:-"kernel:siw0:rstream:65536:20:csrv kernel:rxe0:rstream:1048576:4:gosrv"}
+[ -z "${LOOP_PRE:-}" ] || sh -c "$LOOP_PRE"
 if [ -n "${LOOP_LOAD:-}" ]; then
 	(while :; do :; done) &
 	loadpid=$!
