@@ -319,7 +319,12 @@ func PostSendList(qp QP, wrs []SendWR) (int, error) {
 // queues itself instead of registering them with a reactor. A fabric that
 // does not implement it, or reports false, is taken to make them outside
 // the process (a device, the kernel: the kernel fabric), where spinning
-// before blocking pays.
+// before blocking pays. A fabric that reports true has also read a send
+// request's bytes by the time it completes that request or any later
+// one on the queue, so an unsignaled request's buffer is free once a
+// later one completes; elsewhere (siw sends an unsignaled request of a
+// page or more by reference, read while TCP holds it) only the request's
+// own completion frees it.
 type InProcessCompleter interface {
 	CompletesInProcess() bool
 }

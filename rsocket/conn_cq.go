@@ -309,7 +309,9 @@ func (c *Conn) postMsg(m uint32, wrid uint64) error {
 // rsockets signals every request (its QPs are created with
 // sq_sig_all), and siw copies a signaled one. The Write's completion
 // then releases the buffer and its send-queue slot, the Send's the
-// other slot. With batch (a Write's data messages) the message may stay in mwr, to go
+// other slot. A fabric that completes in this process (c.direct: the
+// software fabric) has copied a request's bytes before it completes it
+// or any later one, and its Writes stay unsignaled. With batch (a Write's data messages) the message may stay in mwr, to go
 // with the next ones: up to batchMsgs messages or maxXfer bytes, and
 // postMsgs posts what is left. The work requests are the connection's
 // own (the QP copies them), so posting allocates nothing. Called with mu
@@ -320,7 +322,7 @@ func (c *Conn) postWriteMsg(wrid uint64, buf []byte, mr id.MR, flags id.SendFlag
 	}
 	k := c.mn
 	wwrid, swrid := wrid, wrid
-	if mr != nil {
+	if mr != nil && !c.direct {
 		kind, n, rel := splitSendID(wrid)
 		wwrid, swrid = sendID(kind, 1, rel), sendID(kind, n-1, 0)
 		flags |= id.SendSignaled
