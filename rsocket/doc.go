@@ -64,5 +64,16 @@
 // fabric is iWARP on the wire: Sends after Writes. The kernel fabric
 // speaks either mode, by device: Sends on siw, Writes with Immediate on
 // rxe (RoCE), as on any InfiniBand device the kernel fabric has a verbs
-// provider for.
+// provider for. On a device, the Write of a data message from the send
+// buffer is signaled and frees its part of the buffer by its own
+// completion, as rsockets' requests all are: siw sends an unsignaled
+// request of a page or more by reference, reading it while TCP holds it,
+// after later requests have completed.
+//
+// A close on siw is not a delivery: rsockets closes once its sends have
+// completed, which on siw means handed to TCP. A message the peer sends
+// meanwhile (a credit update) reaches a socket closed for reading, TCP
+// aborts the connection and drops what was not sent yet; the peer's
+// Read then fails with ECONNRESET (a C rsocket there hangs). Protocols
+// that need the last bytes delivered confirm them, as over TCP.
 package rsocket

@@ -4,7 +4,8 @@
 # Runs inside the test VM with the static Go binaries of
 # scripts/interop-rsocket.sh (RSOCKET_SCRIPT=rsocket-loop.sh there).
 # Env: LOOP_PAIRS, a list of FABRIC:DEVICE:PROG:SIZE:COUNT:ROLE (ROLE csrv:
-# the C server with a Go client; gosrv: the Go server with a C client),
+# the C server with a Go client; gosrv: the Go server with a C client;
+# cc: C against C, the baseline),
 # default the two pairs that hung in CI; LOOP_N rounds (20); LOOP_T
 # seconds a pair may take (40); LOOP_LOAD=1 keeps a busy loop running
 # beside the pairs. A pair that outlives LOOP_T is reported as HANG with
@@ -51,11 +52,11 @@ runone() {
 	esac
 	export CMRT_FABRIC=$fab
 	args="-S $s -C $c -T v"
-	if [ "$role" = csrv ]; then
-		srv="$prog -b $ip $args" cli="go-$prog -s $ip $args"
-	else
-		srv="go-$prog -b $ip $args" cli="$prog -s $ip $args"
-	fi
+	case $role in
+	csrv) srv="$prog -b $ip $args" cli="go-$prog -s $ip $args" ;;
+	cc) srv="$prog -b $ip $args" cli="$prog -s $ip $args" ;;
+	*) srv="go-$prog -b $ip $args" cli="$prog -s $ip $args" ;;
+	esac
 	tag="$r $fab:$dev $prog -S $s -C $c $role"
 	t0=$(up)
 	sh -c "exec $srv" >/tmp/srv.out 2>&1 &

@@ -45,13 +45,35 @@ ok() {
 	fi
 }
 
+# cpair NAME SECS "C SERVER" "GO CLIENT": pair, run once more if the C
+# server verified all it received and finished, and the Go client's
+# connection was reset under its last receive ("Work Request Flushed"):
+# siw's close race, not the Go side's. rsockets' server closes once its
+# last sends have completed, which on siw means handed to TCP, not
+# received: a credit update the client sends while that data is still in
+# the server's socket reaches a socket closed for reading, and TCP
+# aborts it, dropping the unsent data. C against C hangs there (2 of 25
+# rstream 64 KiB pairs with TCP's buffers narrowed, against 1 of 25 Go
+# clients failing with ECONNRESET). The retry is printed and counted.
+cpair() {
+	pair "$@"
+	if [ "$src" = 0 ] && [ "$crc" != 0 ] && grep -q '^custom ' /tmp/srv.out &&
+		! grep -q 'verification failed' /tmp/srv.out && grep -q 'Work Request Flushed' /tmp/cli.out; then
+		echo "--- RETRY $1: the C server finished, the Go client's connection was reset (siw's close race)"
+		RETRIES=$((RETRIES + 1))
+		FAILS=$((FAILS - 1))
+		pair "$1-retry" "$2" "$3" "$4"
+	fi
+}
+RETRIES=0
+
 # both PROG SIZE COUNT: the C server with a Go client, then the Go server
 # with a C client; each side checks the data.
 both() {
 	b_p=$1 b_s=$2 b_c=$3
 	b_t=$b_p-$cfg-S$b_s-C$b_c
 	b_args="-S $b_s -C $b_c -T v"
-	pair "$b_t-csrv-gocli" 180 "$b_p -b $ip $b_args" "go-$b_p -s $ip $b_args"
+	cpair "$b_t-csrv-gocli" 180 "$b_p -b $ip $b_args" "go-$b_p -s $ip $b_args"
 	ok "$b_t-csrv-gocli-cli-data" /tmp/cli.out
 	ok "$b_t-csrv-gocli-srv-data" /tmp/srv.out
 	pair "$b_t-gosrv-ccli" 180 "go-$b_p -b $ip $b_args" "$b_p -s $ip $b_args"
@@ -102,7 +124,7 @@ for fd in $RSOCKET_CONFIGS; do
 			n_args="-S 1048576 -C 8 -T v"
 			pair "rstream-$cfg-narrow$k-gosrv-ccli" 180 "go-rstream -b $ip $n_args" "rstream -s $ip $n_args"
 			ok "rstream-$cfg-narrow$k-gosrv-ccli-data" /tmp/cli.out
-			pair "rstream-$cfg-narrow$k-csrv-gocli" 180 "rstream -b $ip $n_args" "go-rstream -s $ip $n_args"
+			cpair "rstream-$cfg-narrow$k-csrv-gocli" 180 "rstream -b $ip $n_args" "go-rstream -s $ip $n_args"
 			ok "rstream-$cfg-narrow$k-csrv-gocli-data" /tmp/srv.out
 		done
 		echo "$rmem" >/proc/sys/net/ipv4/tcp_rmem
@@ -116,4 +138,5 @@ dmesg | grep -i -e 'siw' -e 'rxe' | grep -v -e 'out-of-tree' -e 'module verifica
 bad=$(dmesg | grep -c -i -e 'siw.*TERMINATE' -e 'siw.*crc error' -e 'siw.*extra data' -e 'siw.*bogus')
 echo "# siw protocol complaints: $bad"
 result siw-log-clean "$bad" 0
+echo "# pairs retried after siw's close race: $RETRIES"
 summary
