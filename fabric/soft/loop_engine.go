@@ -23,6 +23,9 @@ type loop struct {
 	*evloop.Loop[pollable]
 	eng *engine
 	log zerolog.Logger
+	// hs is where the loop parses an MPA Request or Reply that came
+	// whole in one read (conn.received): made by the first, loop only.
+	hs []byte
 }
 
 func dispatch(p pollable, events uint32) { p.onEvents(events) }
