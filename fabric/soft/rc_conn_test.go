@@ -1,6 +1,7 @@
 package soft
 
 import (
+	"bytes"
 	"testing"
 	"unsafe"
 
@@ -77,5 +78,30 @@ func TestMPAFramesOnStack(t *testing.T) {
 	}
 	if _, err := iwarp.ParseMPA(rep, &got); err != nil || !got.Reply || got.Reject || string(got.PrivateData) != "private" {
 		t.Fatalf("reply parses as %+v, %v", got, err)
+	}
+}
+
+// TestRTRFPDUAsEmitted: the zero-length RDMA Write that sendRTR writes
+// from rtrFPDU is, with and without CRC, the FPDU emit builds for an RTR
+// in tx, and parses back as a last, empty Write to rtrSTag at TO 0.
+func TestRTRFPDUAsEmitted(t *testing.T) {
+	for k, crc := range []bool{false, true} {
+		p := &rcPath{c: &conn{}, crc: crc, rtr: RTRWrite}
+		if !p.next() {
+			t.Fatal("no RTR to send")
+		}
+		p.emit()
+		if !bytes.Equal(p.tx, rtrFPDU[k]) {
+			t.Fatalf("crc %v: rtrFPDU % x, emit % x", crc, rtrFPDU[k], p.tx)
+		}
+		ulpdu, n, err := iwarp.ParseFPDU(rtrFPDU[k], crc)
+		if err != nil || n != len(rtrFPDU[k]) {
+			t.Fatalf("crc %v: %d bytes, %v", crc, n, err)
+		}
+		var h iwarp.Header
+		pl, err := iwarp.ParseULPDU(ulpdu, &h)
+		if err != nil || h.Op != iwarp.OpWrite || h.STag != rtrSTag || h.TO != 0 || !h.Last || len(pl) != 0 {
+			t.Fatalf("crc %v: %+v, %d bytes of payload, %v", crc, h, len(pl), err)
+		}
 	}
 }
