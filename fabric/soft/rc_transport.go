@@ -193,8 +193,17 @@ func (t *rcTransport) accept(uid uint64, p *fabric.ConnParam) error {
 		}
 		return nil
 	}
+	return t.acceptOnLoop(c, p)
+}
+
+// acceptOnLoop is accept made by the loop, when acceptDirect left it to
+// it. A function of its own: the error its task sets would otherwise
+// move accept's, set on every call, to the heap.
+func (t *rcTransport) acceptOnLoop(c *conn, p *fabric.ConnParam) error {
+	ep := t.ep
 	param := *p
 	param.PrivateData = append([]byte(nil), p.PrivateData...)
+	var err error
 	c.l.call(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
