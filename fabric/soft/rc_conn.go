@@ -801,6 +801,59 @@ func (c *conn) pollEvents() uint32 {
 // Tasks the loop runs for a connection on behalf of other goroutines; each
 // takes c.mu.
 
+// connTask is a connection's task that the loop runs in order with the
+// tasks posted before it (postConn): a closure or a method value posted
+// for it was an allocation per connection.
+type connTask struct {
+	c    *conn
+	kind connTaskKind
+	werr syscall.Errno // ctStartActive's
+	cerr error         // ctStartActive's
+}
+
+// connTaskKind is what a connTask runs.
+type connTaskKind uint8
+
+const (
+	ctStartActive connTaskKind = iota // taskStartActive
+	ctDestroy                         // taskDestroy
+)
+
+// postConn queues t on the loop. The loop keeps the tasks in a FIFO of
+// its own, and posts one function, made once, per task: each run of it
+// takes the oldest, so that every task still runs where its own post would
+// have put it, after what was posted before it. It reports false, and t
+// does not run, once the loop has stopped.
+func (l *loop) postConn(t connTask) bool {
+	l.ctMu.Lock()
+	l.ctq.Push(t)
+	l.ctMu.Unlock()
+	if l.post(l.ctRun) {
+		return true
+	}
+	l.ctMu.Lock()
+	l.ctq.Filter(func(e *connTask) bool { return e.c != t.c || e.kind != t.kind }, nil)
+	l.ctMu.Unlock()
+	return false
+}
+
+// runConnTask runs the oldest task queued by postConn.
+func (l *loop) runConnTask() {
+	var t connTask
+	l.ctMu.Lock()
+	ok := l.ctq.PopInto(&t)
+	l.ctMu.Unlock()
+	if !ok {
+		return
+	}
+	switch t.kind {
+	case ctStartActive:
+		t.c.taskStartActive(t.cerr, t.werr)
+	case ctDestroy:
+		t.c.taskDestroy()
+	}
+}
+
 // taskStartActive registers a connecting socket (startActive).
 func (c *conn) taskStartActive(connectErr error, writeErr syscall.Errno) {
 	c.mu.Lock()

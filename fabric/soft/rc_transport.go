@@ -127,7 +127,7 @@ func (t *rcTransport) connect(p *fabric.ConnParam) error {
 		werr = c.requestEarly(local, remote)
 		c.mu.Unlock()
 	}
-	l.post(func() { c.taskStartActive(cerr, werr) })
+	l.postConn(connTask{c: c, kind: ctStartActive, cerr: cerr, werr: werr})
 	return nil
 }
 
@@ -312,7 +312,7 @@ func (t *rcTransport) destroy() {
 	if c != nil {
 		// The loop closes it right after; Destroy does not wait for that
 		// (Endpoint.Destroy fences the copies to the id's memory).
-		c.l.post(c.taskDestroy)
+		c.l.postConn(connTask{c: c, kind: ctDestroy})
 	}
 	if lis != nil {
 		lis.l.call(lis.close)
