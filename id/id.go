@@ -161,7 +161,11 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 		return nil, wrap("create_id", err)
 	}
 	i.ep = ep
-	i.chNum = sourceNumber(i.src)
+	if i.sync {
+		i.chNum = privateSourceNumber()
+	} else {
+		i.chNum = sourceNumber(i.src)
+	}
 	i.record(journal.CallCreate, nil)
 	return i, nil
 }

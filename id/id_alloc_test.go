@@ -1,9 +1,11 @@
 package id
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/cmrt/cmrt/fabric"
+	"github.com/cmrt/cmrt/internal/fakefab"
 )
 
 // TestWaitCompletedNoCondWhenDone: a wait that finds its goal reached at
@@ -47,4 +49,40 @@ func TestApplyOptions(t *testing.T) {
 	if o := applyOptions(createOptions{}, nil); o != (createOptions{}) {
 		t.Fatalf("no options: %+v", o)
 	}
+}
+
+// TestPrivateSourceNotInTable: a synchronous id's private channel gets its
+// number without an entry in the table of channel numbers (a weak pointer
+// each, an allocation per synchronous id, finding 25): nothing else can
+// look it up. The number is still new, and the id keeps it.
+func TestPrivateSourceNotInTable(t *testing.T) {
+	f := fakefab.New("private-number", true)
+	t0 := tableLen()
+	var nums []uint64
+	for range 3 {
+		s, err := Create(nil, nil, PSTCP, WithFabric(f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := s.ChannelNumber()
+		if n == 0 || slices.Contains(nums, n) {
+			t.Fatalf("private channel number %d after %v", n, nums)
+		}
+		nums = append(nums, n)
+		if err := s.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		if s.ChannelNumber() != n {
+			t.Fatalf("number %d after Destroy, was %d", s.ChannelNumber(), n)
+		}
+	}
+	if d := tableLen() - t0; d != 0 {
+		t.Fatalf("%d entries added to the table for private channels", d)
+	}
+}
+
+func tableLen() int {
+	channelNumbers.Lock()
+	defer channelNumbers.Unlock()
+	return len(channelNumbers.weak) + len(channelNumbers.strong)
 }
