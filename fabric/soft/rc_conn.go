@@ -13,6 +13,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
+	"github.com/cmrt/cmrt/internal/ring"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -837,11 +838,20 @@ func (l *loop) postConn(t connTask) bool {
 	return false
 }
 
+// connTasksKept is the most room an empty FIFO of connection tasks keeps
+// (postConn): one connection at a time, or a few, never grow it past it.
+const connTasksKept = 64
+
 // runConnTask runs the oldest task queued by postConn.
 func (l *loop) runConnTask() {
 	var t connTask
 	l.ctMu.Lock()
 	ok := l.ctq.PopInto(&t)
+	if l.ctq.Len() == 0 && l.ctq.Cap() > connTasksKept {
+		// A burst of connects (thousands in flight) grew it: its
+		// buffer is not kept for the loop's life.
+		l.ctq = ring.Ring[connTask]{}
+	}
 	l.ctMu.Unlock()
 	if !ok {
 		return

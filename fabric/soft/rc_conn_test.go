@@ -114,7 +114,8 @@ func TestRTRFPDUAsEmitted(t *testing.T) {
 // its own post would have put it, between the tasks posted before and
 // after it (each run of the loop's one function takes the oldest), and
 // allocates nothing (a method value per connection before, finding 25);
-// on a stopped loop it reports false and leaves nothing queued.
+// the FIFO keeps no burst's room once drained; on a stopped loop
+// postConn reports false and leaves nothing queued.
 func TestPostConnOrder(t *testing.T) {
 	f := New(WithName("post-conn"))
 	defer f.Quiesce()
@@ -162,6 +163,24 @@ func TestPostConnOrder(t *testing.T) {
 		<-done
 	}); n != 0 && !RaceEnabled {
 		t.Errorf("%.0f allocations per postConn, want 0", n)
+	}
+	// A burst (tasks queued while the loop is busy) grows the FIFO; once
+	// it has drained, its buffer is not kept.
+	hold := make(chan struct{})
+	l.post(func() { <-hold })
+	for range 4 * connTasksKept {
+		l.postConn(connTask{c: c, kind: ctDestroy})
+	}
+	l.ctMu.Lock()
+	grown := l.ctq.Cap()
+	l.ctMu.Unlock()
+	close(hold)
+	l.call(func() {})
+	l.ctMu.Lock()
+	left, kept := l.ctq.Len(), l.ctq.Cap()
+	l.ctMu.Unlock()
+	if grown < 4*connTasksKept || left != 0 || kept > connTasksKept {
+		t.Fatalf("after a burst: grown to %d, %d left, %d kept", grown, left, kept)
 	}
 	l.Close()
 	if l.postConn(connTask{c: c, kind: ctDestroy}) {
