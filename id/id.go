@@ -83,6 +83,26 @@ func WithFabric(f fabric.Fabric) Option { return func(o *createOptions) { o.fabr
 // journal.
 func WithJournal(j *journal.Journal) Option { return func(o *createOptions) { o.journal = j } }
 
+// applyOptions returns o with opts applied. They are applied to a pooled
+// copy: handed to the options' functions, o itself would be moved to the
+// heap, one allocation per Create.
+func applyOptions(o createOptions, opts []Option) createOptions {
+	if len(opts) == 0 {
+		return o
+	}
+	p := optionsPool.Get().(*createOptions)
+	*p = o
+	for _, opt := range opts {
+		opt(p)
+	}
+	o = *p
+	*p = createOptions{}
+	optionsPool.Put(p)
+	return o
+}
+
+var optionsPool = sync.Pool{New: func() any { return new(createOptions) }}
+
 // Create creates an id, as rdma_create_id. With a nil channel the id is
 // synchronous: it gets a private channel on the default fabric (or the one
 // given with WithFabric), and calls that produce an event block until it
@@ -98,10 +118,7 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 	if ch != nil && isNilPointer(ch) {
 		return nil, errorf("create_id", syscall.EINVAL, "nil %T channel (pass an untyped nil for a synchronous id)", ch)
 	}
-	o := createOptions{qp: ps.DefaultQPType(), journal: journal.Default()}
-	for _, opt := range opts {
-		opt(&o)
-	}
+	o := applyOptions(createOptions{qp: ps.DefaultQPType(), journal: journal.Default()}, opts)
 	if o.qp != ps.DefaultQPType() && !(ps == PSIB && (o.qp == RC || o.qp == UD)) {
 		return nil, errorf("create_id", syscall.EINVAL, "QP type %s in %s", o.qp, ps)
 	}
@@ -144,7 +161,11 @@ func Create(ch Channel, context any, ps PortSpace, opts ...Option) (*ID, error) 
 		return nil, wrap("create_id", err)
 	}
 	i.ep = ep
-	i.chNum = sourceNumber(i.src)
+	if i.sync {
+		i.chNum = privateSourceNumber()
+	} else {
+		i.chNum = sourceNumber(i.src)
+	}
 	i.record(journal.CallCreate, nil)
 	return i, nil
 }
@@ -288,17 +309,21 @@ func (i *ID) eventCompleted(mc *multicast) {
 }
 
 // waitCompleted blocks until done() holds, re-checking whenever an event of
-// the id is acknowledged.
+// the id is acknowledged. The condition variable is made only when done()
+// does not hold at once: a synchronous id acknowledges its events as it
+// goes, so most waits (Destroy's) find nothing to wait for.
 func (i *ID) waitCompleted(done func() bool) {
 	i.mu.Lock()
-	if i.cond == nil {
-		i.cond = sync.NewCond(&i.mu)
+	if !done() {
+		if i.cond == nil {
+			i.cond = sync.NewCond(&i.mu)
+		}
+		i.waiters.Add(1)
+		for !done() {
+			i.cond.Wait()
+		}
+		i.waiters.Add(-1)
 	}
-	i.waiters.Add(1)
-	for !done() {
-		i.cond.Wait()
-	}
-	i.waiters.Add(-1)
 	i.mu.Unlock()
 }
 

@@ -3,6 +3,7 @@ package id
 import (
 	"context"
 	"net/netip"
+	"sync"
 	"syscall"
 	"time"
 
@@ -156,14 +157,31 @@ func (i *ID) Connect(p *ConnParam) error {
 // ConnectContext is Connect with a context bounding the wait of a
 // synchronous id.
 func (i *ID) ConnectContext(ctx context.Context, p *ConnParam) error {
-	param := defaultConnParam
+	param := getParam()
+	defer putParam(param)
+	*param = defaultConnParam
 	if p != nil {
-		param = *p
+		*param = *p
 	}
 	if err := checkPrivateData("connect", journal.CallConnect, i.qpType, param.PrivateData); err != nil {
 		return err
 	}
-	return i.runAsync(ctx, journal.CallConnect, func() error { return i.ep.Connect(&param) })
+	return i.runAsync(ctx, journal.CallConnect, func() error { return i.ep.Connect(param) })
+}
+
+// paramPool holds the copies of ConnParam that Connect and Accept hand to
+// the fabric: passed through its interface, a copy on the stack would be
+// moved to the heap, one allocation per call. The fabric does not keep
+// the pointer past the call (it copies what it needs).
+var paramPool = sync.Pool{New: func() any { return new(ConnParam) }}
+
+func getParam() *ConnParam { return paramPool.Get().(*ConnParam) }
+
+// putParam clears p, which must not keep the caller's private data alive,
+// and returns it to the pool.
+func putParam(p *ConnParam) {
+	*p = ConnParam{}
+	paramPool.Put(p)
 }
 
 // Accept accepts the connection request that created this id, as
@@ -177,9 +195,10 @@ func (i *ID) Accept(p *ConnParam) error {
 // AcceptContext is Accept with a context bounding the wait of a synchronous
 // RC id.
 func (i *ID) AcceptContext(ctx context.Context, p *ConnParam) error {
-	var param ConnParam
+	param := getParam()
+	defer putParam(param)
 	if p != nil {
-		param = *p
+		*param = *p
 	}
 	if err := checkPrivateData("accept", journal.CallAccept, i.qpType, param.PrivateData); err != nil {
 		return err
@@ -188,7 +207,7 @@ func (i *ID) AcceptContext(ctx context.Context, p *ConnParam) error {
 		if p == nil {
 			param.ResponderResources, param.InitiatorDepth = i.reqIRD, i.reqORD
 		}
-		return i.ep.Accept(i.uid, &param)
+		return i.ep.Accept(i.uid, param)
 	}
 	if i.qpType == UD {
 		// A UD accept sends the reply and returns; it acknowledges the

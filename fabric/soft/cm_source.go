@@ -16,7 +16,11 @@ type source struct {
 	f *Fabric
 	q *evq.Queue
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// one is the source's endpoint while it has only one (the private
+	// source of a synchronous id has no other): eps, a map allocated per
+	// source, is made only for a second one, and then holds them all.
+	one    *endpoint
 	eps    map[*endpoint]struct{}
 	closed bool
 }
@@ -31,6 +35,9 @@ func (s *source) Fd() int { return s.q.Fd() }
 func (s *source) Endpoints() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.one != nil {
+		return 1
+	}
 	return len(s.eps)
 }
 
@@ -50,8 +57,16 @@ func (s *source) adopt(ep *endpoint) bool {
 	if s.closed {
 		return false
 	}
+	if s.eps == nil && (s.one == nil || s.one == ep) {
+		s.one = ep
+		return true
+	}
 	if s.eps == nil {
 		s.eps = make(map[*endpoint]struct{})
+	}
+	if s.one != nil {
+		s.eps[s.one] = struct{}{}
+		s.one = nil
 	}
 	s.eps[ep] = struct{}{}
 	return true
@@ -59,7 +74,11 @@ func (s *source) adopt(ep *endpoint) bool {
 
 func (s *source) forget(ep *endpoint) {
 	s.mu.Lock()
-	delete(s.eps, ep)
+	if s.one == ep {
+		s.one = nil
+	} else {
+		delete(s.eps, ep)
+	}
 	s.mu.Unlock()
 }
 
@@ -138,7 +157,10 @@ func (s *source) Close() error {
 		return nil
 	}
 	s.closed = true
-	eps := make([]*endpoint, 0, len(s.eps))
+	eps := make([]*endpoint, 0, len(s.eps)+1)
+	if s.one != nil {
+		eps = append(eps, s.one)
+	}
 	for ep := range s.eps {
 		eps = append(eps, ep)
 	}

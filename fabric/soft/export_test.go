@@ -391,3 +391,19 @@ func PeerSpoke(ep fabric.Endpoint) bool {
 	})
 	return spoke
 }
+
+// PathStart reports, on the connection's loop, whether the data path of
+// ep's connection is past its start (no RTR or answer to send, none
+// awaited, no timer) and the capacity of its tx buffer; ok is false when
+// there is no path.
+func PathStart(ep fabric.Endpoint) (done bool, txCap int, ok bool) {
+	c := connOf(ep)
+	c.l.call(func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if p := c.dp; p != nil {
+			done, txCap, ok = p.rtr == 0 && !p.waitRTR && !p.hold && p.timer == nil && p.firstRx, cap(p.tx), true
+		}
+	})
+	return done, txCap, ok
+}

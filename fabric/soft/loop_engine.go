@@ -7,6 +7,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cmrt/cmrt/internal/evloop"
+	"github.com/cmrt/cmrt/internal/ring"
 )
 
 // pollable is something a loop polls: a connection, a listener or a
@@ -23,6 +24,14 @@ type loop struct {
 	*evloop.Loop[pollable]
 	eng *engine
 	log zerolog.Logger
+	// hs is where the loop parses an MPA Request or Reply that came
+	// whole in one read (conn.received): made by the first, loop only.
+	hs []byte
+
+	// The connections' tasks posted without a closure (postConn).
+	ctMu  sync.Mutex
+	ctq   ring.Ring[connTask]
+	ctRun func() // runConnTask, made once
 }
 
 func dispatch(p pollable, events uint32) { p.onEvents(events) }
@@ -36,7 +45,9 @@ func newLoop(e *engine) (*loop, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &loop{Loop: l, eng: e, log: e.log}, nil
+	lp := &loop{Loop: l, eng: e, log: e.log}
+	lp.ctRun = lp.runConnTask
+	return lp, nil
 }
 
 // post queues fn to run on the loop goroutine. It reports false, and fn does

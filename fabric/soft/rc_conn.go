@@ -13,6 +13,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
+	"github.com/cmrt/cmrt/internal/ring"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -31,6 +32,11 @@ const (
 
 // maxHandshake bounds what a peer may send before the MPA exchange is done.
 const maxHandshake = iwarp.MPAHeaderLen + iwarp.MaxPrivateData
+
+// hsScratchLen is the size of a loop's scratch buffer for MPA frames
+// (loop.hs): the largest frame, with room for FPDUs that come right
+// behind a Reply.
+const hsScratchLen = 2 * maxHandshake
 
 // conn is one TCP connection of an RC id. Its fields, and those of its
 // data path, are guarded by mu: the loop takes it whenever it runs the
@@ -356,11 +362,30 @@ func (c *conn) received(b []byte) {
 			c.protocolError(errors.New("handshake too long"))
 			return
 		}
-		c.rbuf = append(c.rbuf, b...)
+		// A frame that came whole in one read (most often) is parsed in
+		// the loop's scratch buffer: the read's is on the stack, which a
+		// frame parsed in place would move to the heap. Only a frame
+		// still short, or one with more behind it than the scratch holds,
+		// is kept in rbuf, allocated per connection.
+		var buf []byte
+		switch l := c.l; {
+		case len(c.rbuf) == 0 && len(b) <= hsScratchLen:
+			if l.hs == nil {
+				l.hs = make([]byte, hsScratchLen)
+			}
+			buf = l.hs[:copy(l.hs, b)]
+		default:
+			c.rbuf = append(c.rbuf, b...)
+			buf = c.rbuf
+		}
+		var short bool
 		if c.state == csReqSent {
-			c.parseReply()
+			short = c.parseReply(buf)
 		} else {
-			c.parseRequest()
+			short = c.parseRequest(buf)
+		}
+		if short && len(c.rbuf) == 0 {
+			c.rbuf = append(c.rbuf, buf...)
 		}
 	case csReqRecv:
 		// The initiator must wait for our Reply before sending FPDUs.
@@ -375,12 +400,14 @@ func (c *conn) received(b []byte) {
 	}
 }
 
-// parseReply completes the active side's MPA exchange.
-func (c *conn) parseReply() {
+// parseReply completes the active side's MPA exchange from the bytes
+// received so far, b, and reports whether they are short of the Reply.
+// Nothing of b is kept: what the event needs is copied into it.
+func (c *conn) parseReply(b []byte) (short bool) {
 	var f iwarp.MPAFrame
-	n, err := iwarp.ParseMPA(c.rbuf, &f)
+	n, err := iwarp.ParseMPA(b, &f)
 	if errors.Is(err, iwarp.ErrShort) {
-		return
+		return true
 	}
 	ep := c.ep
 	switch {
@@ -416,7 +443,7 @@ func (c *conn) parseReply() {
 	c.state = csRTS
 	raw := fabric.RawEvent{Type: fabric.EventEstablished, ResponderResources: uint8(min(c.ird, 255)), InitiatorDepth: uint8(min(c.ord, 255))}
 	raw.SetPrivateData(f.PrivateData)
-	rest := c.rbuf[n:]
+	rest := b[n:]
 	c.rbuf = nil
 	c.param.PrivateData, c.req.PrivateData = nil, nil // sent: not kept for the connection's life
 	c.startDataPath(false, false, rtr, &raw)          // ESTABLISHED queued, then the RTR written
@@ -425,25 +452,28 @@ func (c *conn) parseReply() {
 		p.rx(rest) // FPDUs that came right behind the Reply
 		p.dropIdle()
 	}
+	return false
 }
 
-// parseRequest handles the passive side's MPA Request.
-func (c *conn) parseRequest() {
+// parseRequest handles the passive side's MPA Request from the bytes
+// received so far, b, and reports whether they are short of it. Nothing
+// of b is kept: the CONNECT_REQUEST event copies the private data.
+func (c *conn) parseRequest(b []byte) (short bool) {
 	var f iwarp.MPAFrame
-	n, err := iwarp.ParseMPA(c.rbuf, &f)
+	n, err := iwarp.ParseMPA(b, &f)
 	if errors.Is(err, iwarp.ErrShort) {
-		return
+		return true
 	}
 	switch {
 	case errors.Is(err, iwarp.ErrMarkers) || errors.Is(err, iwarp.ErrIRDORDMissing):
 		// siw answers with a Reject Reply, markers cleared.
-		rev := c.rbuf[iwarp.MPAKeyLen+1]
+		rev := b[iwarp.MPAKeyLen+1]
 		r := iwarp.MPAFrame{Reply: true, Reject: true, Rev: rev}
 		b, _ := iwarp.AppendMPA(nil, &r)
 		c.write(b)
 		c.finishClose()
 		return
-	case err != nil || f.Reply || n != len(c.rbuf):
+	case err != nil || f.Reply || n != len(b):
 		c.fab().log.Debug().Err(err).Int("fd", c.fd).Msg("bad MPA request dropped")
 		c.closeNow()
 		return
@@ -485,6 +515,7 @@ func (c *conn) parseRequest() {
 		child.rc().destroyLocal()
 		c.closeNow()
 	}
+	return false
 }
 
 // accept answers the request with an MPA Reply and reports ESTABLISHED.
@@ -770,6 +801,68 @@ func (c *conn) pollEvents() uint32 {
 
 // Tasks the loop runs for a connection on behalf of other goroutines; each
 // takes c.mu.
+
+// connTask is a connection's task that the loop runs in order with the
+// tasks posted before it (postConn): a closure or a method value posted
+// for it was an allocation per connection.
+type connTask struct {
+	c    *conn
+	kind connTaskKind
+	werr syscall.Errno // ctStartActive's
+	cerr error         // ctStartActive's
+}
+
+// connTaskKind is what a connTask runs.
+type connTaskKind uint8
+
+const (
+	ctStartActive connTaskKind = iota // taskStartActive
+	ctDestroy                         // taskDestroy
+)
+
+// postConn queues t on the loop. The loop keeps the tasks in a FIFO of
+// its own, and posts one function, made once, per task: each run of it
+// takes the oldest, so that every task still runs where its own post would
+// have put it, after what was posted before it. It reports false, and t
+// does not run, once the loop has stopped.
+func (l *loop) postConn(t connTask) bool {
+	l.ctMu.Lock()
+	l.ctq.Push(t)
+	l.ctMu.Unlock()
+	if l.post(l.ctRun) {
+		return true
+	}
+	l.ctMu.Lock()
+	l.ctq.Filter(func(e *connTask) bool { return e.c != t.c || e.kind != t.kind }, nil)
+	l.ctMu.Unlock()
+	return false
+}
+
+// connTasksKept is the most room an empty FIFO of connection tasks keeps
+// (postConn): one connection at a time, or a few, never grow it past it.
+const connTasksKept = 64
+
+// runConnTask runs the oldest task queued by postConn.
+func (l *loop) runConnTask() {
+	var t connTask
+	l.ctMu.Lock()
+	ok := l.ctq.PopInto(&t)
+	if l.ctq.Len() == 0 && l.ctq.Cap() > connTasksKept {
+		// A burst of connects (thousands in flight) grew it: its
+		// buffer is not kept for the loop's life.
+		l.ctq = ring.Ring[connTask]{}
+	}
+	l.ctMu.Unlock()
+	if !ok {
+		return
+	}
+	switch t.kind {
+	case ctStartActive:
+		t.c.taskStartActive(t.cerr, t.werr)
+	case ctDestroy:
+		t.c.taskDestroy()
+	}
+}
 
 // taskStartActive registers a connecting socket (startActive).
 func (c *conn) taskStartActive(connectErr error, writeErr syscall.Errno) {

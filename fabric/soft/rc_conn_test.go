@@ -1,8 +1,13 @@
 package soft
 
 import (
+	"bytes"
+	"fmt"
+	"slices"
 	"testing"
 	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/iwarp"
@@ -77,5 +82,111 @@ func TestMPAFramesOnStack(t *testing.T) {
 	}
 	if _, err := iwarp.ParseMPA(rep, &got); err != nil || !got.Reply || got.Reject || string(got.PrivateData) != "private" {
 		t.Fatalf("reply parses as %+v, %v", got, err)
+	}
+}
+
+// TestRTRFPDUAsEmitted: the zero-length RDMA Write that sendRTR writes
+// from rtrFPDU is, with and without CRC, the FPDU emit builds for an RTR
+// in tx, and parses back as a last, empty Write to rtrSTag at TO 0.
+func TestRTRFPDUAsEmitted(t *testing.T) {
+	for k, crc := range []bool{false, true} {
+		p := &rcPath{c: &conn{}, crc: crc, rtr: RTRWrite}
+		if !p.next() {
+			t.Fatal("no RTR to send")
+		}
+		p.emit()
+		if !bytes.Equal(p.tx, rtrFPDU[k]) {
+			t.Fatalf("crc %v: rtrFPDU % x, emit % x", crc, rtrFPDU[k], p.tx)
+		}
+		ulpdu, n, err := iwarp.ParseFPDU(rtrFPDU[k], crc)
+		if err != nil || n != len(rtrFPDU[k]) {
+			t.Fatalf("crc %v: %d bytes, %v", crc, n, err)
+		}
+		var h iwarp.Header
+		pl, err := iwarp.ParseULPDU(ulpdu, &h)
+		if err != nil || h.Op != iwarp.OpWrite || h.STag != rtrSTag || h.TO != 0 || !h.Last || len(pl) != 0 {
+			t.Fatalf("crc %v: %+v, %d bytes of payload, %v", crc, h, len(pl), err)
+		}
+	}
+}
+
+// TestPostConnOrder: a connection's task posted with postConn runs where
+// its own post would have put it, between the tasks posted before and
+// after it (each run of the loop's one function takes the oldest), and
+// allocates nothing (a method value per connection before, finding 25);
+// the FIFO keeps no burst's room once drained; on a stopped loop
+// postConn reports false and leaves nothing queued.
+func TestPostConnOrder(t *testing.T) {
+	f := New(WithName("post-conn"))
+	defer f.Quiesce()
+	l, err := newLoop(&f.eng)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go l.Run()
+	conns := make([]*conn, 3)
+	for k := range conns {
+		fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(fds[0])
+		defer unix.Close(fds[1])
+		// Closing, past its data path: destroy marks it gone and reads
+		// what came (nothing), nothing else.
+		conns[k] = &conn{l: l, fd: fds[0], state: csClosing, rts: true}
+	}
+	gone := func(c *conn) bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.gone
+	}
+	var seen []string
+	for k, c := range conns {
+		l.post(func() { seen = append(seen, fmt.Sprintf("before %d: %v", k, gone(c))) })
+		if !l.postConn(connTask{c: c, kind: ctDestroy}) {
+			t.Fatal("postConn on a running loop reported false")
+		}
+		l.post(func() { seen = append(seen, fmt.Sprintf("after %d: %v", k, gone(c))) })
+	}
+	l.call(func() {})
+	want := []string{"before 0: false", "after 0: true", "before 1: false", "after 1: true", "before 2: false", "after 2: true"}
+	if !slices.Equal(seen, want) {
+		t.Fatalf("tasks ran as %q, want %q", seen, want)
+	}
+	c := &conn{l: l, state: csClosed}
+	done := make(chan struct{})
+	signal := func() { done <- struct{}{} }
+	if n := testing.AllocsPerRun(100, func() {
+		l.postConn(connTask{c: c, kind: ctDestroy})
+		l.post(signal)
+		<-done
+	}); n != 0 && !RaceEnabled {
+		t.Errorf("%.0f allocations per postConn, want 0", n)
+	}
+	// A burst (tasks queued while the loop is busy) grows the FIFO; once
+	// it has drained, its buffer is not kept.
+	hold := make(chan struct{})
+	l.post(func() { <-hold })
+	for range 4 * connTasksKept {
+		l.postConn(connTask{c: c, kind: ctDestroy})
+	}
+	l.ctMu.Lock()
+	grown := l.ctq.Cap()
+	l.ctMu.Unlock()
+	close(hold)
+	l.call(func() {})
+	l.ctMu.Lock()
+	left, kept := l.ctq.Len(), l.ctq.Cap()
+	l.ctMu.Unlock()
+	if grown < 4*connTasksKept || left != 0 || kept > connTasksKept {
+		t.Fatalf("after a burst: grown to %d, %d left, %d kept", grown, left, kept)
+	}
+	l.Close()
+	if l.postConn(connTask{c: c, kind: ctDestroy}) {
+		t.Fatal("postConn on a stopped loop reported true")
+	}
+	if n := l.ctq.Len(); n != 0 {
+		t.Fatalf("%d tasks left queued on a stopped loop", n)
 	}
 }

@@ -100,7 +100,7 @@ type rxWrite struct {
 type rcPath struct {
 	c        *conn
 	qp       *rcQP
-	kickFn   func()       // the kick task, made once
+	kickFn   func()       // the kick task, made by the first kick
 	lastPost atomic.Int64 // monoNow at the end of the last post: bursts go to the loop
 	timer    *time.Timer
 	dx       *rxDirect // the FPDU placed directly; made on first use
@@ -218,14 +218,14 @@ func (c *conn) startDataPath(passive, p2p bool, rtr RTR, ev *fabric.RawEvent) {
 		switch hold := c.fab().opts.rc.responderHold(); {
 		case p2p:
 			p.hold, p.waitRTR = true, true
-			p.arm(c.fab().opts.requestTimeout, p.rtrTimeout)
+			p.arm(c.fab().opts.requestTimeout, ptRTRTimeout)
 		case hold >= 0:
 			p.hold = true
-			p.arm(hold, p.release)
+			p.arm(hold, ptRelease)
 		}
 	}
 	if !passive && rtr != 0 {
-		p.arm(rtrRepeatDelay, p.repeatRTR)
+		p.arm(rtrRepeatDelay, ptRepeatRTR)
 	}
 	q := c.ep.rcQP()
 	bound := q != nil && p.bind(q)
@@ -258,7 +258,6 @@ func (c *conn) newPath(rtr RTR) *rcPath {
 	// RTR): most connections never issue a Read, and preallocating up to
 	// 129 entries each made them most of a connection's memory.
 	p := &rcPath{c: c, crc: c.crc, ord: max(int32(c.ord), 1), ird: max(int32(c.ird), 1), rtr: rtr}
-	p.kickFn = p.runKick
 	p.df.SetCRC(c.crc)
 	for k := range p.rxMSN {
 		p.rxMSN[k], p.txMSN[k] = 1, 1
@@ -314,7 +313,7 @@ func (p *rcPath) repeatRTR() {
 	p.rtr = RTRWrite
 	p.pump()
 	if p.rtrRepeats++; p.rtrRepeats < rtrRepeatMax {
-		p.arm(rtrRepeatDelay<<p.rtrRepeats, p.repeatRTR)
+		p.arm(rtrRepeatDelay<<p.rtrRepeats, ptRepeatRTR)
 		return
 	}
 	p.dropIdle()
@@ -360,15 +359,34 @@ func (c *conn) attachLater(q *rcQP) {
 	}
 }
 
-// arm runs fn on the loop after d, unless the path is gone by then.
-func (p *rcPath) arm(d time.Duration, fn func()) {
-	l := p.c.l
+// pathTimer names what a data path's timer runs (arm).
+type pathTimer uint8
+
+const (
+	ptRTRTimeout pathTimer = iota // rtrTimeout
+	ptRelease                     // release
+	ptRepeatRTR                   // repeatRTR
+)
+
+// arm runs what names on the loop after d, unless the path is gone by
+// then. The timer's function holds the path and a name, not a method
+// value (one allocation fewer per timer: every connection arms one at
+// each end, the responder's wait for the RTR and the initiator's repeat).
+func (p *rcPath) arm(d time.Duration, what pathTimer) {
 	p.timer = time.AfterFunc(d, func() {
-		l.post(func() {
+		p.c.l.post(func() {
 			p.c.mu.Lock()
 			defer p.c.mu.Unlock()
-			if !p.dead && p.c.dp == p {
-				fn()
+			if p.dead || p.c.dp != p {
+				return
+			}
+			switch what {
+			case ptRTRTimeout:
+				p.rtrTimeout()
+			case ptRelease:
+				p.release()
+			case ptRepeatRTR:
+				p.repeatRTR()
 			}
 		})
 	})
@@ -527,6 +545,11 @@ func (p *rcPath) kick() {
 	if p.kicked.Swap(true) {
 		return
 	}
+	if p.kickFn == nil {
+		// Made here, not with the path: most paths never kick (a
+		// connection's set-up writes from its poster or the loop).
+		p.kickFn = p.runKick
+	}
 	if !p.c.l.post(p.kickFn) {
 		p.kicked.Store(false)
 	}
@@ -583,6 +606,9 @@ func (p *rcPath) pump() {
 		p.tx, p.txOff = p.tx[:0], 0
 		if !p.canSend() {
 			return
+		}
+		if p.sendRTR() {
+			continue
 		}
 		if p.sendDirect() {
 			continue
@@ -711,6 +737,60 @@ func (p *rcPath) sendDirect() bool {
 		countSent(p.c.fd, n)
 		p.completeSends()
 	}
+	return true
+}
+
+// rtrFPDU holds the FPDU of a zero-length RDMA Write to rtrSTag (an RTR,
+// or a responder's answer to one), without and with its CRC: the same
+// bytes on every connection, built once.
+var rtrFPDU = [2][]byte{buildRTRFPDU(false), buildRTRFPDU(true)}
+
+func buildRTRFPDU(crc bool) []byte {
+	h := iwarp.Header{Op: iwarp.OpWrite, STag: rtrSTag, Last: true}
+	hdr, _ := iwarp.AppendHeader(nil, &h)
+	b, _ := iwarp.AppendFPDU(nil, hdr, nil, crc)
+	return b
+}
+
+// sendRTR writes an RTR that is a zero-length RDMA Write, or a
+// responder's answer to one (ackRTR), straight from rtrFPDU when tx has no
+// buffer yet and nothing else is to go with it, and reports whether it
+// did. Such a control FPDU is most often all that a connection of a server
+// that sends nothing writes, and building it in tx allocated tx for it.
+// What the socket does not take is copied into tx, the whole FPDU with
+// txOff past what was written, as sendDirect keeps it: pump writes the
+// rest, or handles the error.
+func (p *rcPath) sendRTR() bool {
+	if p.rtr != RTRWrite || cap(p.tx) > 0 || p.cur.kind != txNone || len(p.c.wbuf) > 0 || p.irqFront() != nil {
+		return false
+	}
+	if q := p.qp; q != nil {
+		q.mu.Lock()
+		queued := q.sqCur != q.sqTail
+		q.mu.Unlock()
+		if queued {
+			return false // fill sends it in the same write as the messages
+		}
+	}
+	p.next() // the RTR: a Write of nothing to rtrSTag, at TO 0
+	b := rtrFPDU[0]
+	if p.crc {
+		b = rtrFPDU[1]
+	}
+	p.messageBuilt(&p.cur, p.txBase+uint64(len(b)))
+	n, err := writeOnce(p.c.fd, b)
+	if err != nil || n < 0 {
+		n = 0
+	}
+	if n > 0 {
+		countSent(p.c.fd, n)
+	}
+	if n == len(b) {
+		p.txBase += uint64(n)
+		p.completeSends()
+		return true
+	}
+	p.tx, p.txOff = append(p.tx, b...), n
 	return true
 }
 

@@ -755,3 +755,51 @@ func TestRCMSSReadAtFirstNeed(t *testing.T) {
 		t.Fatal("the receiver read the MSS")
 	}
 }
+
+// TestRCRTRWithoutTxBuffer: the initiator's RTR and the responder's
+// answer, zero-length RDMA Writes, are written without allocating a tx
+// buffer (each allocated one, 2 of a connection's allocations, finding 25);
+// messages then cross both ways, in the buffer made by the first.
+func TestRCRTRWithoutTxBuffer(t *testing.T) {
+	for _, m := range crcModes {
+		t.Run(m.name, func(t *testing.T) {
+			p := crcPair(t, m.srv, m.cli, pairOpts{attr: id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 4, MaxRecvWR: 4}}})
+			defer p.close()
+			ends := map[string]*rcEnd{"client": p.cli, "server": p.srv}
+			for name, e := range ends {
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					done, txCap, ok := soft.PathStart(e.id.Endpoint())
+					if !ok {
+						t.Fatalf("%s: no data path with a QP", name)
+					}
+					if done {
+						if txCap != 0 {
+							t.Errorf("%s: a %d-byte tx buffer for the RTR exchange", name, txCap)
+						}
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s: the RTR exchange did not end", name)
+					}
+					time.Sleep(time.Millisecond)
+				}
+			}
+			for _, dir := range [][2]*rcEnd{{p.cli, p.srv}, {p.srv, p.cli}} {
+				from, to := dir[0], dir[1]
+				in := make([]byte, 64)
+				if err := to.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: in, MR: reg(t, to, in, id.AccessLocalWrite)}); err != nil {
+					t.Fatal(err)
+				}
+				msg := pattern(48, 7)
+				if err := from.qp.PostSend(&id.SendWR{WRID: 2, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: msg, MR: reg(t, from, msg, 0)}); err != nil {
+					t.Fatal(err)
+				}
+				wantWC(t, comp(t, from.qp.SendCQ()), id.WCSuccess, id.WCSend)
+				wc := comp(t, to.qp.RecvCQ())
+				wantWC(t, wc, id.WCSuccess, id.WCRecv)
+				sameBytes(t, in[:wc.ByteLen], msg)
+			}
+		})
+	}
+}

@@ -127,7 +127,7 @@ func (t *rcTransport) connect(p *fabric.ConnParam) error {
 		werr = c.requestEarly(local, remote)
 		c.mu.Unlock()
 	}
-	l.post(func() { c.taskStartActive(cerr, werr) })
+	l.postConn(connTask{c: c, kind: ctStartActive, cerr: cerr, werr: werr})
 	return nil
 }
 
@@ -193,8 +193,17 @@ func (t *rcTransport) accept(uid uint64, p *fabric.ConnParam) error {
 		}
 		return nil
 	}
+	return t.acceptOnLoop(c, p)
+}
+
+// acceptOnLoop is accept made by the loop, when acceptDirect left it to
+// it. A function of its own: the error its task sets would otherwise
+// move accept's, set on every call, to the heap.
+func (t *rcTransport) acceptOnLoop(c *conn, p *fabric.ConnParam) error {
+	ep := t.ep
 	param := *p
 	param.PrivateData = append([]byte(nil), p.PrivateData...)
+	var err error
 	c.l.call(func() {
 		c.mu.Lock()
 		defer c.mu.Unlock()
@@ -303,7 +312,7 @@ func (t *rcTransport) destroy() {
 	if c != nil {
 		// The loop closes it right after; Destroy does not wait for that
 		// (Endpoint.Destroy fences the copies to the id's memory).
-		c.l.post(c.taskDestroy)
+		c.l.postConn(connTask{c: c, kind: ctDestroy})
 	}
 	if lis != nil {
 		lis.l.call(lis.close)

@@ -34,8 +34,11 @@ var ErrAgain = fmt.Errorf("ring: queue empty: %w", syscall.EAGAIN)
 // of waiting forever on a queue nobody will fill.
 type Queue[T any] struct {
 	errClosed error
-	signal    chan struct{} // one token while entries may wait for a blocked Pop or Wait
-	done      chan struct{} // closed by Close
+	// signal holds one token while entries, or the close, may wait for a
+	// blocked Pop or Wait; each one woken passes it on while others wait
+	// (Close has no channel of its own to close: one allocation fewer per
+	// queue, one per synchronous id and two per QP).
+	signal chan struct{}
 
 	mu      sync.Mutex
 	r       Ring[T]
@@ -51,7 +54,7 @@ func NewQueue[T any](size int, errClosed error) *Queue[T] {
 	if errClosed == nil {
 		errClosed = ErrClosed
 	}
-	return &Queue[T]{errClosed: errClosed, signal: make(chan struct{}, 1), done: make(chan struct{}), r: New[T](size, 0)}
+	return &Queue[T]{errClosed: errClosed, signal: make(chan struct{}, 1), r: New[T](size, 0)}
 }
 
 // Fd returns the queue's descriptor: from the first call on, it is readable
@@ -141,7 +144,6 @@ func (q *Queue[T]) await(ctx context.Context) error {
 	var err error
 	select {
 	case <-q.signal:
-	case <-q.done:
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
@@ -168,6 +170,7 @@ func (q *Queue[T]) Pop(ctx context.Context, block bool, out *T) error {
 	q.mu.Lock()
 	for {
 		if q.closed {
+			q.closedLocked()
 			q.mu.Unlock()
 			return q.errClosed
 		}
@@ -216,6 +219,7 @@ func (q *Queue[T]) Wait(ctx context.Context) error {
 	defer q.mu.Unlock()
 	for {
 		if q.closed {
+			q.closedLocked()
 			return q.errClosed
 		}
 		if q.r.Len() > 0 {
@@ -265,12 +269,24 @@ func (q *Queue[T]) Close() []T {
 	if efd != nil {
 		_ = efd.Add(1) // readable although empty: a poller's duplicate wakes
 	}
+	w := q.waiters > 0
 	q.mu.Unlock()
-	close(q.done)
+	if w {
+		q.wake() // each blocked Pop or Wait passes it on (closedLocked)
+	}
 	if efd != nil {
 		_ = efd.Close()
 	}
 	return rest
+}
+
+// closedLocked passes the wake token on to the next Pop or Wait blocked
+// on a closed queue: Close wakes one, and each wakes the next. q.mu is
+// held; wake never blocks.
+func (q *Queue[T]) closedLocked() {
+	if q.waiters > 0 {
+		q.wake()
+	}
 }
 
 // Ready reports whether a Wait would return at once: entries are queued,
