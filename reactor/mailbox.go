@@ -346,34 +346,56 @@ func (r *Reactor) work() {
 				break
 			}
 			r.mbMu.Unlock()
-			for k := range buf[:n] {
-				it := &buf[k]
-				if r.abandoning.Load() {
-					// Close gave up waiting: like the items it took from
-					// the mailboxes, these are acknowledged unhandled.
-					if it.claimed() {
-						it.ev = it.deliver()
-					}
-					if it.ev != nil {
-						_ = it.ev.Handle(abandoned{})
-					}
-				} else if it.claimed() {
-					// Delivered here, not by the loop: the event, the
-					// id's lock and state and the journal record stay on
-					// this CPU (BENCHMARKS.md, "What is slow and why").
-					if ev := it.deliver(); ev != nil {
-						r.handle(ev, it.handler())
-					}
-				} else if it.kind == itemWC {
-					*wc = it.wc
-					r.handleWC(it.reg, wc)
-				} else {
-					r.handle(it.ev, it.handler())
-				}
-				clearItem(it)
+			for k := 0; k < n; {
+				k = r.runItems(buf[:n], k, wc)
 			}
 			r.handled(n)
 			r.mbMu.Lock()
 		}
 	}
+}
+
+// runItems runs the handlers of items[from:], clearing each item after
+// it, under one deferred recover (see handleInline): it returns the index
+// of the next item to run, len(items) or, when a handler panicked, the one
+// after it. wc is the worker's buffer for completions.
+func (r *Reactor) runItems(items []item, from int, wc *id.WC) (next int) {
+	var cur running
+	next = from
+	defer func() {
+		if cur.in {
+			if v := recover(); v != nil {
+				r.recovered(&cur, v)
+				clearItem(&items[next])
+				next++
+			}
+		}
+	}()
+	for ; next < len(items); next++ {
+		it := &items[next]
+		if r.abandoning.Load() {
+			// Close gave up waiting: like the items it took from the
+			// mailboxes, these are acknowledged unhandled.
+			if it.claimed() {
+				it.ev = it.deliver()
+			}
+			if it.ev != nil {
+				_ = it.ev.Handle(abandoned{})
+			}
+		} else if it.claimed() {
+			// Delivered here, not by the loop: the event, the id's lock
+			// and state and the journal record stay on this CPU
+			// (BENCHMARKS.md, "What is slow and why").
+			if ev := it.deliver(); ev != nil {
+				r.handle(ev, it.handler(), &cur)
+			}
+		} else if it.kind == itemWC {
+			*wc = it.wc
+			r.handleWC(it.reg, wc)
+		} else {
+			r.handle(it.ev, it.handler(), &cur)
+		}
+		clearItem(it)
+	}
+	return next
 }
