@@ -92,8 +92,7 @@ func TakeEventInto(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stam
 		if err := src.Next(context.Background(), false, raw); err != nil {
 			return nil, err
 		}
-		ev.st.Store(0)
-		ev.src, ev.kept = src, true
+		ev.src, ev.kept, ev.pooled = src, true, true
 		if e := keepIf(ev, deliverAt(ev, raw, at)); e != nil {
 			return e, nil
 		}
@@ -197,19 +196,17 @@ func DeliverClaimedBrief(c Claim, src fabric.EventSource, typ EventType, status 
 // delivered into (keepIf).
 func newPooled(src fabric.EventSource) *Event {
 	ev := eventPool.Get().(*Event)
-	ev.st.Store(0)
-	ev.src = src
+	ev.src, ev.pooled = src, true // its state in plain fields: see evAcked
 	return ev
 }
 
-// keepIf returns ev, the library's from now on (Handle recycles it), if it
-// was delivered, or puts it back in the pool and returns nil.
+// keepIf returns ev, the library's (Handle recycles it), if it was
+// delivered, or puts it back in the pool and returns nil.
 func keepIf(ev *Event, delivered bool) *Event {
 	if !delivered {
 		ev.free()
 		return nil
 	}
-	ev.pooled = true
 	return ev
 }
 
