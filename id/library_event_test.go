@@ -2,6 +2,7 @@ package id
 
 import (
 	"errors"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ type handlerFunc func(*Event) error
 func (f handlerFunc) HandleEvent(ev *Event) error { return f(ev) }
 
 // TestLibraryEventAckAndAccounting: a library's event (TakeEvent,
-// TakeEventInto, DeliverClaimed, DeliverClaimedBrief) keeps its handling
+// TakeEventInto, DeliverClaimed*) keeps its handling
 // and counting in plain fields (finding 27) and behaves as with the atomic
 // word: Ack before Handle and after it is EINVAL, Ack inside the handler
 // (and from a goroutine the handler waits for) is a no-op, a second
@@ -25,6 +26,7 @@ func (f handlerFunc) HandleEvent(ev *Event) error { return f(ev) }
 // event is counted exactly once (completed == reported, never more), also
 // one dropped because its id was destroyed after the claim.
 func TestLibraryEventAckAndAccounting(t *testing.T) {
+	own := new(Event) // the *Into takes' event, reused across them
 	takes := []struct {
 		name string
 		take func(src fabric.EventSource, raw *fabric.RawEvent) *Event
@@ -49,6 +51,20 @@ func TestLibraryEventAckAndAccounting(t *testing.T) {
 				t.Fatal(err)
 			}
 			return DeliverClaimed(c, src, raw, journal.Now())
+		}},
+		{"DeliverClaimedInto", func(src fabric.EventSource, raw *fabric.RawEvent) *Event {
+			_, c, err := TakeClaim(src, raw, journal.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return DeliverClaimedInto(c, src, raw, journal.Now(), own)
+		}},
+		{"DeliverClaimedBriefInto", func(src fabric.EventSource, raw *fabric.RawEvent) *Event {
+			_, c, err := TakeClaim(src, raw, journal.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			return DeliverClaimedBriefInto(c, src, raw.Type, raw.Status, raw.Arg, journal.Now(), own)
 		}},
 		{"DeliverClaimedBrief", func(src fabric.EventSource, raw *fabric.RawEvent) *Event {
 			_, c, err := TakeClaim(src, raw, journal.Now())
@@ -126,7 +142,7 @@ func TestLibraryEventAckAndAccounting(t *testing.T) {
 		ep.Inject(EventUser, 3, nil)
 		var claim Claim
 		var taken *Event
-		claimed := tk.name == "DeliverClaimed" || tk.name == "DeliverClaimedBrief"
+		claimed := strings.HasPrefix(tk.name, "DeliverClaimed")
 		if claimed {
 			if _, claim, err = TakeClaim(src, &raw, journal.Now()); err != nil {
 				t.Fatal(err)
@@ -150,9 +166,14 @@ func TestLibraryEventAckAndAccounting(t *testing.T) {
 		}
 		if claimed {
 			var ev *Event
-			if tk.name == "DeliverClaimed" {
+			switch tk.name {
+			case "DeliverClaimed":
 				ev = DeliverClaimed(claim, src, &raw, journal.Now())
-			} else {
+			case "DeliverClaimedInto":
+				ev = DeliverClaimedInto(claim, src, &raw, journal.Now(), own)
+			case "DeliverClaimedBriefInto":
+				ev = DeliverClaimedBriefInto(claim, src, raw.Type, raw.Status, raw.Arg, journal.Now(), own)
+			default:
 				ev = DeliverClaimedBrief(claim, src, raw.Type, raw.Status, raw.Arg, journal.Now())
 			}
 			if ev != nil {

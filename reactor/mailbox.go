@@ -78,6 +78,15 @@ func (it *item) deliver() *id.Event {
 	return id.DeliverClaimed(it.claim, it.reg.src, &it.raw, it.at)
 }
 
+// deliverInto is deliver into a worker's own event (id.DeliverClaimedInto),
+// which the handler must be done with before the next call.
+func (it *item) deliverInto(ev *id.Event) *id.Event {
+	if it.kind == itemBrief {
+		return id.DeliverClaimedBriefInto(it.claim, it.reg.src, it.typ, it.status, it.arg, it.at, ev)
+	}
+	return id.DeliverClaimedInto(it.claim, it.reg.src, &it.raw, it.at, ev)
+}
+
 // copyItem copies *src into *dst, which may hold an earlier item's bytes:
 // the head, and the raw event (its private data only up to its length) or
 // the work completion only when the item's kind uses them.
@@ -325,6 +334,10 @@ func (r *Reactor) work() {
 	defer r.workers.Done()
 	var buf [workerBatch]item
 	wc := new(id.WC) // handed to completion handlers: one per worker, not per item
+	// The worker's event: it delivers and handles one claimed event at a
+	// time, so one Event of its own serves them all (id.DeliverClaimedInto),
+	// in its CPU's cache, without the event pool's Get and Put.
+	own := new(id.Event)
 	r.mbMu.Lock()
 	for {
 		mb, ok := r.runq.Pop()
@@ -347,7 +360,7 @@ func (r *Reactor) work() {
 			}
 			r.mbMu.Unlock()
 			for k := 0; k < n; {
-				k = r.runItems(buf[:n], k, wc)
+				k = r.runItems(buf[:n], k, wc, own)
 			}
 			r.handled(n)
 			r.mbMu.Lock()
@@ -358,8 +371,9 @@ func (r *Reactor) work() {
 // runItems runs the handlers of items[from:], clearing each item after
 // it, under one deferred recover (see handleInline): it returns the index
 // of the next item to run, len(items) or, when a handler panicked, the one
-// after it. wc is the worker's buffer for completions.
-func (r *Reactor) runItems(items []item, from int, wc *id.WC) (next int) {
+// after it. wc is the worker's buffer for completions, own its event
+// (item.deliverInto).
+func (r *Reactor) runItems(items []item, from int, wc *id.WC, own *id.Event) (next int) {
 	var cur running
 	next = from
 	defer func() {
@@ -386,7 +400,7 @@ func (r *Reactor) runItems(items []item, from int, wc *id.WC) (next int) {
 			// Delivered here, not by the loop: the event, the id's lock
 			// and state and the journal record stay on this CPU
 			// (BENCHMARKS.md, "What is slow and why").
-			if ev := it.deliver(); ev != nil {
+			if ev := it.deliverInto(own); ev != nil {
 				r.handle(ev, it.handler(), &cur)
 			}
 		} else if it.kind == itemWC {
