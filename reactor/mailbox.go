@@ -29,8 +29,9 @@ type item struct {
 	typ    fabric.EventType
 	status int32
 	arg    uint64
+	slot   uint32 // event items: handle.Index of the raw event's uid, which picks the mailbox's entry in recent
 	kind   itemKind
-	_      [64 - 57]byte // the head is one cache line (TestItemHeadOneLine)
+	_      [64 - 61]byte // the head is one cache line (TestItemHeadOneLine)
 
 	raw fabric.RawEvent // itemClaim: the claimed event; the loop's batch reads every event here
 	_   [itemPad]byte   // items are whole lines, so that a ring's heads are aligned (not last: a zero-size last field is padded)
@@ -63,6 +64,7 @@ func (it *item) handler() id.Handler { return it.reg.h }
 func (it *item) setClaim(c id.Claim, reg *registration, at journal.Stamp) {
 	it.claim, it.reg, it.at = c, reg, at
 	it.typ, it.status, it.arg = it.raw.Type, it.raw.Status, it.raw.Arg
+	it.slot = uint32(handle.Index(it.raw.UID))
 	it.kind = itemClaim
 	if id.Brief(&it.raw) {
 		it.kind = itemBrief
@@ -92,7 +94,7 @@ func (it *item) deliverInto(ev *id.Event) *id.Event {
 // the work completion only when the item's kind uses them.
 func copyItem(dst, src *item) {
 	dst.ev, dst.reg, dst.claim, dst.at = src.ev, src.reg, src.claim, src.at
-	dst.typ, dst.status, dst.arg, dst.kind = src.typ, src.status, src.arg, src.kind
+	dst.typ, dst.status, dst.arg, dst.slot, dst.kind = src.typ, src.status, src.arg, src.slot, src.kind
 	switch src.kind {
 	case itemWC:
 		dst.wc = src.wc
@@ -184,17 +186,18 @@ type mailboxes struct {
 // recentMailboxes is the size of mailboxes.recent (8 KiB of pointers).
 const recentMailboxes = 1024
 
-// get returns k's mailbox, or nil if it has none. For an id, uid is the
-// uid of its event (the id's own, or one of its multicast joins'), which
-// picks its entry in recent; a completion queue's key ignores it.
-func (m *mailboxes) get(k mboxKey, uid uint64) *mailbox {
+// get returns k's mailbox, or nil if it has none. For an id, slot is the
+// handle.Index of its event's uid (the id's own, or one of its multicast
+// joins'), which picks its entry in recent; a completion queue's key
+// ignores it.
+func (m *mailboxes) get(k mboxKey, slot uint32) *mailbox {
 	if k.reg != nil {
 		return m.byCQ[k.reg]
 	}
 	if m.recent == nil {
 		m.recent = new([recentMailboxes]*mailbox)
 	}
-	e := &m.recent[uint(handle.Index(uid))%recentMailboxes]
+	e := &m.recent[slot%recentMailboxes]
 	if mb := *e; mb != nil && mb.key.id == k.id {
 		return mb
 	}
@@ -205,14 +208,14 @@ func (m *mailboxes) get(k mboxKey, uid uint64) *mailbox {
 	return mb
 }
 
-// set files mb as k's mailbox, uid as for get.
-func (m *mailboxes) set(k mboxKey, uid uint64, mb *mailbox) {
+// set files mb as k's mailbox, slot as for get.
+func (m *mailboxes) set(k mboxKey, slot uint32, mb *mailbox) {
 	if k.reg != nil {
 		m.byCQ[k.reg] = mb
 		return
 	}
 	m.byID[k.id] = mb
-	m.recent[uint(handle.Index(uid))%recentMailboxes] = mb
+	m.recent[slot%recentMailboxes] = mb
 }
 
 // forgetRecent empties recent, after mailboxes left the map.
@@ -247,9 +250,12 @@ const workerBatch = 16
 // enqueueLocked appends it to key's mailbox and, if the mailbox was idle,
 // puts it on the run queue; it reports whether it did. mbMu is held.
 func (r *Reactor) enqueueLocked(key mboxKey, it *item) bool {
-	// The loop's batch holds the raw event of every event item: its uid
-	// is the id's, or one of its joins'.
-	mb := r.mboxes.get(key, it.raw.UID)
+	// An event item's slot is its raw event's uid's (the id's, or one of
+	// its joins'): from the head, which the loop's batch (64 items, 40
+	// KiB, more than an L1) keeps in the line it reads here anyway,
+	// rather than from the raw event's first line (one L1 read miss per
+	// pool event in cachegrind; BENCHMARKS.md, finding 27).
+	mb := r.mboxes.get(key, it.slot)
 	if mb != nil && !mb.scheduled {
 		r.idleBoxes-- // an idle mailbox in the map, woken
 	}
@@ -260,7 +266,7 @@ func (r *Reactor) enqueueLocked(key mboxKey, it *item) bool {
 			mb = &mailbox{items: ring.New[item](4, 0)}
 		}
 		mb.key = key
-		r.mboxes.set(key, it.raw.UID, mb)
+		r.mboxes.set(key, it.slot, mb)
 	}
 	copyItem(mb.items.PushBack(), it)
 	if mb.scheduled {

@@ -16,6 +16,7 @@ import (
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/id/journal"
 	"github.com/cmrt/cmrt/internal/evloop"
+	"github.com/cmrt/cmrt/internal/handle"
 	"github.com/cmrt/cmrt/internal/ring"
 	"github.com/cmrt/cmrt/poll"
 )
@@ -482,6 +483,7 @@ func (r *Reactor) drain(reg *registration) int {
 		}
 		if ev != nil {
 			it.ev, it.reg, it.kind = ev, reg, itemEvent // a CONNECT_REQUEST, delivered already
+			it.slot = uint32(handle.Index(it.raw.UID))
 		} else {
 			it.setClaim(c, reg, at)
 		}
