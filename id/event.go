@@ -382,7 +382,14 @@ func (ev *Event) Handle(h Handler) (err error) {
 			owner.endHandler()
 		}
 		ev.inHandler = false
-		ev.finish()
+		if ev.pooled { // finish's first case, written out: a call fewer per event
+			if !ev.counted {
+				ev.counted = true
+				ev.count()
+			}
+		} else {
+			ev.finish()
+		}
 		if pooled {
 			ev.free()
 		}

@@ -120,6 +120,21 @@ func TestLibraryEventAckAndAccounting(t *testing.T) {
 		}
 		balanced("after a handler")
 
+		// A handler that hands its event to Handle again (nested): the
+		// inner Handle acknowledges and clears it, the outer counts nothing
+		// more. Only for the caller's own events: a pooled one would go
+		// back to the pool twice.
+		if strings.HasSuffix(tk.name, "Into") {
+			ep.Inject(EventUser, 5, nil)
+			ev = tk.take(src, &raw)
+			if err := ev.Handle(handlerFunc(func(ev *Event) error {
+				return ev.Handle(handlerFunc(func(*Event) error { return nil }))
+			})); err != nil {
+				t.Fatalf("%s: nested Handle: %v", tk.name, err)
+			}
+			balanced("after a nested Handle")
+		}
+
 		// A handler that panics.
 		ep.Inject(EventUser, 2, nil)
 		ev = tk.take(src, &raw)

@@ -258,7 +258,13 @@ func deliver(ev *Event, raw *fabric.RawEvent) bool { return deliverAt(ev, raw, j
 func deliverAt(ev *Event, raw *fabric.RawEvent, at journal.Stamp) bool {
 	if raw.Type != EventConnectRequest {
 		c, ok := claim(raw)
-		return ok && deliverClaimed(ev, c, raw, at)
+		if !ok {
+			return false
+		}
+		// deliverClaimed, written out: a call fewer per event.
+		ev.owner, ev.mc = c.owner, c.mc
+		ev.fill(c.owner, raw)
+		return commitClaimed(ev, c, raw.Type, raw.Status, at)
 	}
 	e := handles.Load(raw.UID)
 	if e == nil || raw.Child == nil || e.id == nil {
