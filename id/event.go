@@ -67,8 +67,10 @@ type Event struct {
 	owner     *ID        // whose event count it is (the listener for CONNECT_REQUEST)
 	mc        *multicast // the join of a MULTICAST_* event
 	src       fabric.EventSource
-	st        atomic.Uint32 // evAcked, evHandling, evCounted
+	st        atomic.Uint32 // evAcked, evHandling, evCounted; not used while pooled (see evAcked)
 	pooled    bool          // the library's (TakeEvent): recycled when Handle returns
+	inHandler bool          // pooled: Handle runs its handler (evHandling's part)
+	counted   bool          // pooled: the acknowledgement was counted (evCounted's part)
 	kept      bool          // a runtime's own (TakeEventInto): free clears it, out of the pool
 	syncOwned bool          // held by a synchronous id, which acknowledges it
 }
@@ -76,6 +78,17 @@ type Event struct {
 // Bits of Event.st. One atomic word, so that concurrent Acks (a user error)
 // and an Ack racing Handle are decided by a compare-and-swap, never by a
 // data race.
+//
+// A library's event (pooled: TakeEvent, TakeEventInto, DeliverClaimed*)
+// keeps its state in plain fields instead (inHandler, counted): from its
+// take to its free only the goroutine that takes, delivers and handles it
+// writes them (one goroutine, or a runtime's hand-off from the one that
+// took it to the one that handles it, which orders them), and its Ack only
+// reads whether a handler runs. That spares three locked instructions per
+// reactor event (the reset at the take, Handle's mark, finish's;
+// BENCHMARKS.md, "What is slow and why", finding 27). Its st stays
+// evAcked|evCounted (free sets it), what a stale pointer's Ack and Handle
+// read once free has cleared pooled.
 const (
 	evAcked    = 1 << iota // Ack (or the end of Handle) acknowledged it: a second Ack is EINVAL
 	evHandling             // Handle runs a handler for it: the accounting waits for its end
@@ -96,9 +109,11 @@ func (ev *Event) free() {
 	ev.Group, ev.Seq = netip.Addr{}, 0
 	kept := ev.kept
 	ev.owner, ev.mc, ev.src, ev.pooled, ev.syncOwned, ev.kept = nil, nil, nil, false, false, false
-	// A stale Ack of a pooled event fails until it is reissued. Handle's
-	// finish has set exactly that already: only an event dropped before it
-	// was handed out needs the store (an atomic exchange, a full barrier).
+	ev.inHandler, ev.counted = false, false
+	// A stale Ack of a pooled event fails until it is reissued. A library
+	// event's st is that already but for the pool's fresh ones (zero), and
+	// an Event that was not the library's: only those need the store (an
+	// atomic exchange, a full barrier).
 	if ev.st.Load() != evAcked|evCounted {
 		ev.st.Store(evAcked | evCounted)
 	}
@@ -135,6 +150,14 @@ func (ev *Event) count() {
 // done already; it reports whether this call did it. It is how the library
 // acknowledges events the user never got, and a synchronous id's events.
 func (ev *Event) settle() bool {
+	if ev.pooled {
+		if ev.counted {
+			return false
+		}
+		ev.counted = true
+		ev.count()
+		return true
+	}
 	for {
 		s := ev.st.Load()
 		if s&evCounted != 0 {
@@ -167,7 +190,7 @@ func (ev *Event) Ack() error {
 		return errorf("ack_cm_event", syscall.EINVAL, "event of a synchronous id: its next call acknowledges it")
 	}
 	if ev.pooled {
-		if ev.st.Load()&evHandling != 0 {
+		if ev.inHandler {
 			return nil // the reactor acknowledges it when the handler returns
 		}
 		return errorf("ack_cm_event", syscall.EINVAL, "event of a reactor, outside its handler (the reactor acknowledged it)")
@@ -333,16 +356,20 @@ func (ev *Event) Handle(h Handler) (err error) {
 	if ev.syncOwned {
 		return errorf("handle", syscall.EINVAL, "event of a synchronous id: its next call acknowledges it")
 	}
-	for {
-		s := ev.st.Load()
-		if s&evAcked != 0 && !ev.pooled {
-			return errorf("handle", syscall.EINVAL, "event already acknowledged")
-		}
-		if ev.st.CompareAndSwap(s, s|evHandling) {
-			break
+	owner, pooled := ev.owner, ev.pooled
+	if pooled {
+		ev.inHandler = true // a plain field: see evAcked
+	} else {
+		for {
+			s := ev.st.Load()
+			if s&evAcked != 0 {
+				return errorf("handle", syscall.EINVAL, "event already acknowledged")
+			}
+			if ev.st.CompareAndSwap(s, s|evHandling) {
+				break
+			}
 		}
 	}
-	owner, pooled := ev.owner, ev.pooled
 	if owner != nil {
 		owner.beginHandler()
 	}
@@ -354,7 +381,15 @@ func (ev *Event) Handle(h Handler) (err error) {
 		if owner != nil {
 			owner.endHandler()
 		}
-		ev.finish()
+		ev.inHandler = false
+		if ev.pooled { // finish's first case, written out: a call fewer per event
+			if !ev.counted {
+				ev.counted = true
+				ev.count()
+			}
+		} else {
+			ev.finish()
+		}
 		if pooled {
 			ev.free()
 		}
@@ -376,6 +411,13 @@ func (ev *Event) Handle(h Handler) (err error) {
 
 // finish ends Handle: the event is acknowledged and counted (once).
 func (ev *Event) finish() {
+	if ev.pooled {
+		if !ev.counted {
+			ev.counted = true
+			ev.count()
+		}
+		return
+	}
 	for {
 		s := ev.st.Load()
 		n := (s | evAcked | evCounted) &^ evHandling

@@ -29,8 +29,9 @@ type item struct {
 	typ    fabric.EventType
 	status int32
 	arg    uint64
+	slot   uint32 // event items: handle.Index of the raw event's uid, which picks the mailbox's entry in recent
 	kind   itemKind
-	_      [64 - 57]byte // the head is one cache line (TestItemHeadOneLine)
+	_      [64 - 61]byte // the head is one cache line (TestItemHeadOneLine)
 
 	raw fabric.RawEvent // itemClaim: the claimed event; the loop's batch reads every event here
 	_   [itemPad]byte   // items are whole lines, so that a ring's heads are aligned (not last: a zero-size last field is padded)
@@ -63,6 +64,7 @@ func (it *item) handler() id.Handler { return it.reg.h }
 func (it *item) setClaim(c id.Claim, reg *registration, at journal.Stamp) {
 	it.claim, it.reg, it.at = c, reg, at
 	it.typ, it.status, it.arg = it.raw.Type, it.raw.Status, it.raw.Arg
+	it.slot = uint32(handle.Index(it.raw.UID))
 	it.kind = itemClaim
 	if id.Brief(&it.raw) {
 		it.kind = itemBrief
@@ -78,12 +80,21 @@ func (it *item) deliver() *id.Event {
 	return id.DeliverClaimed(it.claim, it.reg.src, &it.raw, it.at)
 }
 
+// deliverInto is deliver into a worker's own event (id.DeliverClaimedInto),
+// which the handler must be done with before the next call.
+func (it *item) deliverInto(ev *id.Event) *id.Event {
+	if it.kind == itemBrief {
+		return id.DeliverClaimedBriefInto(it.claim, it.reg.src, it.typ, it.status, it.arg, it.at, ev)
+	}
+	return id.DeliverClaimedInto(it.claim, it.reg.src, &it.raw, it.at, ev)
+}
+
 // copyItem copies *src into *dst, which may hold an earlier item's bytes:
 // the head, and the raw event (its private data only up to its length) or
 // the work completion only when the item's kind uses them.
 func copyItem(dst, src *item) {
 	dst.ev, dst.reg, dst.claim, dst.at = src.ev, src.reg, src.claim, src.at
-	dst.typ, dst.status, dst.arg, dst.kind = src.typ, src.status, src.arg, src.kind
+	dst.typ, dst.status, dst.arg, dst.slot, dst.kind = src.typ, src.status, src.arg, src.slot, src.kind
 	switch src.kind {
 	case itemWC:
 		dst.wc = src.wc
@@ -175,17 +186,18 @@ type mailboxes struct {
 // recentMailboxes is the size of mailboxes.recent (8 KiB of pointers).
 const recentMailboxes = 1024
 
-// get returns k's mailbox, or nil if it has none. For an id, uid is the
-// uid of its event (the id's own, or one of its multicast joins'), which
-// picks its entry in recent; a completion queue's key ignores it.
-func (m *mailboxes) get(k mboxKey, uid uint64) *mailbox {
+// get returns k's mailbox, or nil if it has none. For an id, slot is the
+// handle.Index of its event's uid (the id's own, or one of its multicast
+// joins'), which picks its entry in recent; a completion queue's key
+// ignores it.
+func (m *mailboxes) get(k mboxKey, slot uint32) *mailbox {
 	if k.reg != nil {
 		return m.byCQ[k.reg]
 	}
 	if m.recent == nil {
 		m.recent = new([recentMailboxes]*mailbox)
 	}
-	e := &m.recent[uint(handle.Index(uid))%recentMailboxes]
+	e := &m.recent[slot%recentMailboxes]
 	if mb := *e; mb != nil && mb.key.id == k.id {
 		return mb
 	}
@@ -196,14 +208,14 @@ func (m *mailboxes) get(k mboxKey, uid uint64) *mailbox {
 	return mb
 }
 
-// set files mb as k's mailbox, uid as for get.
-func (m *mailboxes) set(k mboxKey, uid uint64, mb *mailbox) {
+// set files mb as k's mailbox, slot as for get.
+func (m *mailboxes) set(k mboxKey, slot uint32, mb *mailbox) {
 	if k.reg != nil {
 		m.byCQ[k.reg] = mb
 		return
 	}
 	m.byID[k.id] = mb
-	m.recent[uint(handle.Index(uid))%recentMailboxes] = mb
+	m.recent[slot%recentMailboxes] = mb
 }
 
 // forgetRecent empties recent, after mailboxes left the map.
@@ -238,9 +250,12 @@ const workerBatch = 16
 // enqueueLocked appends it to key's mailbox and, if the mailbox was idle,
 // puts it on the run queue; it reports whether it did. mbMu is held.
 func (r *Reactor) enqueueLocked(key mboxKey, it *item) bool {
-	// The loop's batch holds the raw event of every event item: its uid
-	// is the id's, or one of its joins'.
-	mb := r.mboxes.get(key, it.raw.UID)
+	// An event item's slot is its raw event's uid's (the id's, or one of
+	// its joins'): from the head, which the loop's batch (64 items, 40
+	// KiB, more than an L1) keeps in the line it reads here anyway,
+	// rather than from the raw event's first line (one L1 read miss per
+	// pool event in cachegrind; BENCHMARKS.md, finding 27).
+	mb := r.mboxes.get(key, it.slot)
 	if mb != nil && !mb.scheduled {
 		r.idleBoxes-- // an idle mailbox in the map, woken
 	}
@@ -251,7 +266,7 @@ func (r *Reactor) enqueueLocked(key mboxKey, it *item) bool {
 			mb = &mailbox{items: ring.New[item](4, 0)}
 		}
 		mb.key = key
-		r.mboxes.set(key, it.raw.UID, mb)
+		r.mboxes.set(key, it.slot, mb)
 	}
 	copyItem(mb.items.PushBack(), it)
 	if mb.scheduled {
@@ -325,6 +340,10 @@ func (r *Reactor) work() {
 	defer r.workers.Done()
 	var buf [workerBatch]item
 	wc := new(id.WC) // handed to completion handlers: one per worker, not per item
+	// The worker's event: it delivers and handles one claimed event at a
+	// time, so one Event of its own serves them all (id.DeliverClaimedInto),
+	// in its CPU's cache, without the event pool's Get and Put.
+	own := new(id.Event)
 	r.mbMu.Lock()
 	for {
 		mb, ok := r.runq.Pop()
@@ -346,34 +365,57 @@ func (r *Reactor) work() {
 				break
 			}
 			r.mbMu.Unlock()
-			for k := range buf[:n] {
-				it := &buf[k]
-				if r.abandoning.Load() {
-					// Close gave up waiting: like the items it took from
-					// the mailboxes, these are acknowledged unhandled.
-					if it.claimed() {
-						it.ev = it.deliver()
-					}
-					if it.ev != nil {
-						_ = it.ev.Handle(abandoned{})
-					}
-				} else if it.claimed() {
-					// Delivered here, not by the loop: the event, the
-					// id's lock and state and the journal record stay on
-					// this CPU (BENCHMARKS.md, "What is slow and why").
-					if ev := it.deliver(); ev != nil {
-						r.handle(ev, it.handler())
-					}
-				} else if it.kind == itemWC {
-					*wc = it.wc
-					r.handleWC(it.reg, wc)
-				} else {
-					r.handle(it.ev, it.handler())
-				}
-				clearItem(it)
+			for k := 0; k < n; {
+				k = r.runItems(buf[:n], k, wc, own)
 			}
 			r.handled(n)
 			r.mbMu.Lock()
 		}
 	}
+}
+
+// runItems runs the handlers of items[from:], clearing each item after
+// it, under one deferred recover (see handleInline): it returns the index
+// of the next item to run, len(items) or, when a handler panicked, the one
+// after it. wc is the worker's buffer for completions, own its event
+// (item.deliverInto).
+func (r *Reactor) runItems(items []item, from int, wc *id.WC, own *id.Event) (next int) {
+	var cur running
+	next = from
+	defer func() {
+		if cur.in {
+			if v := recover(); v != nil {
+				r.recovered(&cur, v)
+				clearItem(&items[next])
+				next++
+			}
+		}
+	}()
+	for ; next < len(items); next++ {
+		it := &items[next]
+		if r.abandoning.Load() {
+			// Close gave up waiting: like the items it took from the
+			// mailboxes, these are acknowledged unhandled.
+			if it.claimed() {
+				it.ev = it.deliver()
+			}
+			if it.ev != nil {
+				_ = it.ev.Handle(abandoned{})
+			}
+		} else if it.claimed() {
+			// Delivered here, not by the loop: the event, the id's lock
+			// and state and the journal record stay on this CPU
+			// (BENCHMARKS.md, "What is slow and why").
+			if ev := it.deliverInto(own); ev != nil {
+				r.handle(ev, it.handler(), &cur)
+			}
+		} else if it.kind == itemWC {
+			*wc = it.wc
+			r.handleWC(it.reg, wc)
+		} else {
+			r.handle(it.ev, it.handler(), &cur)
+		}
+		clearItem(it)
+	}
+	return next
 }

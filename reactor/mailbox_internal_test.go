@@ -11,6 +11,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/internal/handle"
 )
 
 // fakeEndpoint is a comparable fabric.Endpoint whose methods are never
@@ -119,11 +120,11 @@ func livePointers(v reflect.Value, path string) []string {
 func TestMailboxItemCopyAndClear(t *testing.T) {
 	reg := &registration{h: nopHandler{}, src: fakeSource{}} // not a func: reflect.DeepEqual never equates two funcs
 	owner := &id.ID{}
-	claimed := item{reg: reg, at: 42, typ: 9, status: -9, arg: 99, kind: itemClaim, raw: fillRaw(t, 9)}
+	claimed := item{reg: reg, at: 42, typ: 9, status: -9, arg: 99, slot: 3, kind: itemClaim, raw: fillRaw(t, 9)}
 	setClaim(&claimed.claim, owner)
-	brief := item{reg: reg, at: 43, typ: id.EventUser, status: -1, arg: 7, kind: itemBrief}
+	brief := item{reg: reg, at: 43, typ: id.EventUser, status: -1, arg: 7, slot: 4, kind: itemBrief}
 	setClaim(&brief.claim, owner)
-	delivered := item{ev: &id.Event{}, reg: reg, kind: itemEvent}
+	delivered := item{ev: &id.Event{}, reg: reg, slot: 5, kind: itemEvent}
 	read := item{ev: &id.Event{}, reg: reg, kind: itemEvent, raw: fillRaw(t, 3)} // as the loop's batch holds it
 	wc := item{reg: &registration{}, kind: itemWC, wc: id.WC{WRID: 7, Src: netip.MustParseAddrPort("10.0.0.1:4791")}}
 	// The loop's batch item a delivered event was read into: clearItem
@@ -169,7 +170,7 @@ func TestItemHeadOneLine(t *testing.T) {
 		t.Errorf("an item is %d bytes, not whole lines", n)
 	}
 	for _, f := range []uintptr{unsafe.Offsetof(it.ev), unsafe.Offsetof(it.reg), unsafe.Offsetof(it.claim), unsafe.Offsetof(it.at),
-		unsafe.Offsetof(it.typ), unsafe.Offsetof(it.status), unsafe.Offsetof(it.arg), unsafe.Offsetof(it.kind)} {
+		unsafe.Offsetof(it.typ), unsafe.Offsetof(it.status), unsafe.Offsetof(it.arg), unsafe.Offsetof(it.slot), unsafe.Offsetof(it.kind)} {
 		if f >= 64 {
 			t.Errorf("a head field at offset %d", f)
 		}
@@ -303,12 +304,13 @@ func TestRecentMailboxes(t *testing.T) {
 	m := mailboxes{byID: make(map[*id.ID]*mailbox), byCQ: make(map[*registration]*mailbox)}
 	a, b := new(id.ID), new(id.ID)
 	const ua, ub, join = 7, 7 + recentMailboxes, 7 + 5 // ua and ub share an entry
-	if mb := m.get(mboxKey{id: a}, ua); mb != nil {
+	slot := func(uid uint64) uint32 { return uint32(handle.Index(uid)) }
+	if mb := m.get(mboxKey{id: a}, slot(ua)); mb != nil {
 		t.Fatalf("empty: get = %p", mb)
 	}
 	mba, mbb := &mailbox{key: mboxKey{id: a}}, &mailbox{key: mboxKey{id: b}}
-	m.set(mboxKey{id: a}, ua, mba)
-	m.set(mboxKey{id: b}, ub, mbb) // takes the shared entry
+	m.set(mboxKey{id: a}, slot(ua), mba)
+	m.set(mboxKey{id: b}, slot(ub), mbb) // takes the shared entry
 	for _, c := range []struct {
 		name string
 		k    *id.ID
@@ -322,7 +324,7 @@ func TestRecentMailboxes(t *testing.T) {
 		{"a's join", a, join, mba},
 		{"a's join again", a, join, mba},
 	} {
-		if got := m.get(mboxKey{id: c.k}, c.uid); got != c.want {
+		if got := m.get(mboxKey{id: c.k}, slot(c.uid)); got != c.want {
 			t.Errorf("%s: get = %p, want %p", c.name, got, c.want)
 		}
 	}
@@ -331,14 +333,14 @@ func TestRecentMailboxes(t *testing.T) {
 	mba.key = mboxKey{}
 	delete(m.byID, b)
 	mba.key = mboxKey{id: b}
-	m.set(mboxKey{id: b}, ub, mba)
-	if got := m.get(mboxKey{id: a}, ua); got != nil {
+	m.set(mboxKey{id: b}, slot(ub), mba)
+	if got := m.get(mboxKey{id: a}, slot(ua)); got != nil {
 		t.Fatalf("a after its mailbox went to b: get = %p, want nil", got)
 	}
-	if got := m.get(mboxKey{id: a}, join); got != nil {
+	if got := m.get(mboxKey{id: a}, slot(join)); got != nil {
 		t.Fatalf("a's join after its mailbox went to b: get = %p, want nil", got)
 	}
-	if got := m.get(mboxKey{id: b}, ub); got != mba {
+	if got := m.get(mboxKey{id: b}, slot(ub)); got != mba {
 		t.Fatalf("b: get = %p, want %p", got, mba)
 	}
 	m.forgetRecent()

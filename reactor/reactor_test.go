@@ -350,6 +350,83 @@ func TestPanicAndErrorReported(t *testing.T) {
 	}
 }
 
+// TestPanicsMidBatch: handlers that panic in the middle of a batch (the
+// first event, the last, and events between) are each reported with their
+// event's id and type, and the batch goes on: every event is handled once,
+// each id's in order (inline: the channel's order), the accounting is
+// balanced and the reactor keeps reading. The reactor recovers once per
+// batch, not per event (finding 27), so this is the case its restart
+// serves.
+func TestPanicsMidBatch(t *testing.T) {
+	const n = 12
+	for _, workers := range []int{0, 2} {
+		var mu sync.Mutex
+		var errs []error
+		var seen []int
+		fx := newFixture(t, 2, reactor.WithWorkers(workers),
+			reactor.WithErrorHandler(func(err error) { mu.Lock(); errs = append(errs, err); mu.Unlock() }))
+		for k := 0; k < n; k++ { // queued before Register: one readiness report, one batch inline
+			ep(fx.ids[k%2]).Inject(id.EventUser, int32(k), nil)
+		}
+		if err := fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
+			mu.Lock()
+			seen = append(seen, ev.Status)
+			mu.Unlock()
+			if ev.Status < n && (ev.Status%3 == 0 || ev.Status == n-1) {
+				panic(ev.Status)
+			}
+			return nil
+		})); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "the batch", func() bool { s := fx.r.Stats(); return s.Events == n && s.Pending == 0 })
+		ep(fx.ids[0]).Inject(id.EventUser, n, nil) // the loop reads on
+		waitFor(t, "one more event", func() bool { s := fx.r.Stats(); return s.Events == n+1 && s.Pending == 0 })
+		mu.Lock()
+		if len(seen) != n+1 {
+			t.Fatalf("workers=%d: handled %v", workers, seen)
+		}
+		last := map[int]int{0: -2, 1: -1}
+		for _, st := range seen {
+			if st != n && st != last[st%2]+2 {
+				t.Fatalf("workers=%d: id %d's events out of order: %v", workers, st%2, seen)
+			}
+			last[st%2] = st
+		}
+		if workers == 0 {
+			for k, st := range seen {
+				if st != k {
+					t.Fatalf("inline: events out of the channel's order: %v", seen)
+				}
+			}
+		}
+		want := map[int]bool{0: true, 3: true, 6: true, 9: true, 11: true}
+		for _, err := range errs {
+			var pe *reactor.PanicError
+			if !errors.As(err, &pe) {
+				t.Fatalf("workers=%d: error %v", workers, err)
+			}
+			st, _ := pe.Value.(int)
+			if !want[st] || pe.ID != fx.ids[st%2].Handle() || pe.Type != id.EventUser {
+				t.Fatalf("workers=%d: %v (id %d type %v value %v)", workers, pe, pe.ID, pe.Type, pe.Value)
+			}
+			delete(want, st)
+		}
+		mu.Unlock()
+		if len(want) != 0 {
+			t.Fatalf("workers=%d: panics not reported: %v", workers, want)
+		}
+		if s := fx.r.Stats(); s.Panics != 5 || s.Errors != 0 {
+			t.Fatalf("workers=%d: stats %+v", workers, s)
+		}
+		for _, cm := range fx.ids {
+			if destroyHangs(cm) {
+				t.Fatalf("workers=%d: an event stayed unacknowledged", workers)
+			}
+		}
+	}
+}
+
 func destroyHangs(cm *id.ID) bool {
 	done := make(chan struct{})
 	go func() { _ = cm.Destroy(); close(done) }()

@@ -1,9 +1,11 @@
 package evq
 
 import (
+	"fmt"
 	"net/netip"
 	"reflect"
 	"testing"
+	"unsafe"
 
 	"github.com/cmrt/cmrt/fabric"
 )
@@ -141,3 +143,65 @@ func BenchmarkWholeCopy(b *testing.B) {
 	}
 	_ = dst
 }
+
+// TestAHZeroEveryBit: ahZero, Brief's test of the address handle by
+// masked words, sees every bit of every field of fabric.AHAttr, set one at
+// a time through reflection, and nothing in its padding.
+func TestAHZeroEveryBit(t *testing.T) {
+	if !ahZero(&fabric.AHAttr{}) {
+		t.Fatal("zero AH not zero")
+	}
+	n := 0
+	var walk func(v reflect.Value, path string)
+	walk = func(v reflect.Value, path string) {
+		switch v.Kind() {
+		case reflect.Struct:
+			for k := 0; k < v.NumField(); k++ {
+				walk(v.Field(k), path+"."+v.Type().Field(k).Name)
+			}
+		case reflect.Array:
+			for k := 0; k < v.Len(); k++ {
+				walk(v.Index(k), fmt.Sprintf("%s[%d]", path, k))
+			}
+		default:
+			for bit := 0; bit < v.Type().Bits(); bit++ {
+				v.SetUint(1 << bit)
+				n++
+				if ahZero(&probe) {
+					t.Errorf("%s bit %d set: ahZero true", path, bit)
+				}
+				r := fabric.RawEvent{AH: probe}
+				if Brief(&r) {
+					t.Errorf("%s bit %d set: Brief true", path, bit)
+				}
+				v.SetUint(0)
+			}
+		}
+	}
+	walk(reflect.ValueOf(&probe).Elem(), "AHAttr")
+	if n < 8*int(unsafe.Sizeof(fabric.AHAttr{}))-16 {
+		t.Fatalf("only %d bits walked", n)
+	}
+	// The padding: bytes no field covers, set directly, do not count.
+	covered := make([]bool, ahSize)
+	ty := reflect.TypeFor[fabric.AHAttr]()
+	for k := 0; k < ty.NumField(); k++ {
+		f := ty.Field(k)
+		for b := f.Offset; b < f.Offset+f.Type.Size(); b++ {
+			covered[b] = true
+		}
+	}
+	for b, c := range covered {
+		if c {
+			continue
+		}
+		var a fabric.AHAttr
+		(*[ahSize]byte)(unsafe.Pointer(&a))[b] = 0xff
+		if !ahZero(&a) {
+			t.Errorf("padding byte %d counted", b)
+		}
+	}
+}
+
+// probe is TestAHZeroEveryBit's AH (addressable, for reflection).
+var probe fabric.AHAttr

@@ -123,12 +123,22 @@ func (t *Table[T]) Alloc(p *T) (uint64, error) {
 // the slot before its caller reads the count, and these atomics are
 // sequentially consistent, so one of the two sees the other.
 func (t *Table[T]) Load(uid uint64) *T {
-	s := t.lookup(uint32(Index(uid)))
-	if s == nil {
+	// lookup, written out so that Load is inlined (the reactor's claim
+	// makes two per event; BENCHMARKS.md, "What is slow and why", finding
+	// 27). A uid's index+1 of 0 (never issued) wraps i to 1<<32-1, which
+	// the chunk index's modulo takes to the slot numbered maxSlots: never
+	// handed out (Alloc's indexes are below it), so its p is nil.
+	i := uint32(uid&indexMask) - 1
+	c := t.chunks[(i>>chunkBits)%chunkCount].Load()
+	if c == nil {
 		return nil
 	}
+	// p before uid: Alloc stores uid before p, so a p of the slot's next
+	// occupant comes with its uid, never with this one. A nil p with a
+	// matching uid (an Alloc between its two stores) is nil anyway.
+	s := &c[i&(chunkSize-1)]
 	p := s.p.Load()
-	if p == nil || s.uid.Load() != uid {
+	if s.uid.Load() != uid {
 		return nil
 	}
 	return p

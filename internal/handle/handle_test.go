@@ -228,3 +228,28 @@ func BenchmarkLoad(b *testing.B) {
 		})
 	})
 }
+
+// TestLoadOfIndexZero: a uid whose index part is 0 (uid 0, or any
+// generation of it) is never issued, and Load of it is nil. Load wraps
+// its slot number to the last chunk's last slot (numbered maxSlots), which
+// Alloc never hands out: this test allocates that chunk and fills the
+// slot below, where a wrong wrap would land.
+func TestLoadOfIndexZero(t *testing.T) {
+	var tb Table[obj]
+	below := tb.at(maxSlots - 1)
+	o := &obj{7}
+	for _, gen := range []uint64{0, 1, 2, 1<<(64-IndexBits) - 1} {
+		uid := gen<<IndexBits | maxSlots // slot maxSlots-1's uid of that generation
+		below.uid.Store(uid)
+		below.p.Store(o)
+		if got := tb.Load(uid); got != o {
+			t.Fatalf("Load(%#x) = %v, want the object of slot %d", uid, got, maxSlots-1)
+		}
+		if got := tb.Load(gen << IndexBits); got != nil {
+			t.Fatalf("Load(%#x) (index part 0) = %v, want nil", gen<<IndexBits, got)
+		}
+	}
+	if last := tb.lookup(maxSlots - 1); last != below {
+		t.Fatal("lookup disagrees with at")
+	}
+}
