@@ -358,6 +358,13 @@ func (ev *Event) Handle(h Handler) (err error) {
 	}
 	owner, pooled := ev.owner, ev.pooled
 	if pooled {
+		// Handed to Handle again by its own handler: the outer Handle
+		// acknowledges it when the handler returns. Run, the inner one
+		// freed it under the outer, which freed it again: the same
+		// Event twice in the pool, handed to two takers at once.
+		if ev.inHandler {
+			return errorf("handle", syscall.EINVAL, "event already being handled: its handler's return acknowledges it")
+		}
 		ev.inHandler = true // a plain field: see evAcked
 	} else {
 		for {

@@ -120,20 +120,27 @@ func TestLibraryEventAckAndAccounting(t *testing.T) {
 		}
 		balanced("after a handler")
 
-		// A handler that hands its event to Handle again (nested): the
-		// inner Handle acknowledges and clears it, the outer counts nothing
-		// more. Only for the caller's own events: a pooled one would go
-		// back to the pool twice.
-		if strings.HasSuffix(tk.name, "Into") {
-			ep.Inject(EventUser, 5, nil)
-			ev = tk.take(src, &raw)
-			if err := ev.Handle(handlerFunc(func(ev *Event) error {
-				return ev.Handle(handlerFunc(func(*Event) error { return nil }))
-			})); err != nil {
-				t.Fatalf("%s: nested Handle: %v", tk.name, err)
+		// A handler that hands its event to Handle again (nested): EINVAL,
+		// the inner handler never runs, and the outer Handle acknowledges
+		// and counts it once. Run, the inner Handle freed it under the
+		// outer, which freed it again: a pooled event went back to the
+		// pool twice, to be handed to two takers at once.
+		ep.Inject(EventUser, 5, nil)
+		ev = tk.take(src, &raw)
+		var nested error
+		if err := ev.Handle(handlerFunc(func(ev *Event) error {
+			nested = ev.Handle(handlerFunc(func(*Event) error { t.Error("nested Handle ran its handler"); return nil }))
+			if ev.ID != cm || ev.Status != 5 {
+				t.Errorf("%s: the event changed under its handler: %v", tk.name, ev)
 			}
-			balanced("after a nested Handle")
+			return nil
+		})); err != nil {
+			t.Fatalf("%s: outer Handle: %v", tk.name, err)
 		}
+		if !errors.Is(nested, syscall.EINVAL) {
+			t.Fatalf("%s: nested Handle = %v, want EINVAL", tk.name, nested)
+		}
+		balanced("after a nested Handle")
 
 		// A handler that panics.
 		ep.Inject(EventUser, 2, nil)
