@@ -857,3 +857,103 @@ func TestForget(t *testing.T) {
 		t.Fatal("an unregistered descriptor is still in the set")
 	}
 }
+
+// TestAddHandlerFromAnotherGoroutine: a descriptor added with its handler
+// off the loop, while the loop is parked, is reported by its first
+// readiness, whether it was readable before it was added or becomes so
+// after, and adding it wakes nothing (no eventfd write: the loop's next
+// wake is the descriptor's report). Attaching by a task after Add, the
+// way it was done before AddHandler, wrote the eventfd for every add.
+func TestAddHandlerFromAnotherGoroutine(t *testing.T) {
+	l := startLoop(t)
+	for _, before := range []bool{true, false} {
+		for k := range 100 {
+			waitFor(t, 5*time.Second, "the loop did not park", func() bool { return !l.pending.Load() })
+			e, err := poll.NewEventFD()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if before {
+				_ = e.Add(1)
+			}
+			got := make(chan struct{}, 1)
+			h := &handler{on: func(uint32) {
+				_, _ = e.Read()
+				got <- struct{}{}
+			}}
+			wakes := l.wakes.Load()
+			if _, err := l.AddHandler(e.Fd(), poll.In, h); err != nil {
+				t.Fatal(err)
+			}
+			if n := l.wakes.Load() - wakes; n != 0 {
+				t.Fatalf("AddHandler wrote the eventfd %d times, want 0", n)
+			}
+			if !before {
+				_ = e.Add(1)
+			}
+			select {
+			case <-got:
+			case <-time.After(5 * time.Second):
+				t.Fatalf("readable before the add %v, round %d: no report", before, k)
+			}
+			mustCall(t, l, func() {
+				l.Forget(e.Fd())
+				_ = e.Close()
+			})
+		}
+	}
+	mustCall(t, l, func() {
+		if n := len(l.regs); n != 0 {
+			t.Errorf("%d handlers left after every descriptor was forgotten", n)
+		}
+	})
+}
+
+// TestAddHandlerOrder: handlers added off the loop and not reported yet
+// are adopted in order and before the loop's own changes to the table: a
+// Forget or Register on the loop for a descriptor number is never undone
+// by an older AddHandler's entry for it, and a failed add leaves nothing.
+func TestAddHandlerOrder(t *testing.T) {
+	l := startLoop(t)
+	e := eventFD(t)
+	h1, h2 := &handler{name: "first"}, &handler{name: "second"}
+	h2.on = func(uint32) { _, _ = e.Read() }
+	if _, err := l.AddHandler(e.Fd(), 0, h1); err != nil { // never reports
+		t.Fatal(err)
+	}
+	mustCall(t, l, func() {
+		// As a close does: forget, then the number is registered anew
+		// (here the same descriptor, taken out of the set first).
+		l.Forget(e.Fd())
+		_ = l.poller.Delete(e.Fd())
+		if _, err := l.Register(e.Fd(), poll.In, h2); err != nil {
+			t.Error(err)
+		}
+	})
+	_ = e.Add(1)
+	waitFor(t, 5*time.Second, "no report to the registered handler", func() bool { return h2.n.Load() >= 1 })
+	if n := h1.n.Load(); n != 0 {
+		t.Fatalf("the forgotten handler ran %d times", n)
+	}
+	mustCall(t, l, func() {
+		if r := l.regs[int32(e.Fd())]; r.h != h2 {
+			t.Errorf("table holds %q for the descriptor, want second", r.h.name)
+		}
+		_ = l.Unregister(e.Fd())
+	})
+
+	// A failed add: the handler is not attached.
+	if _, err := l.AddHandler(-1, poll.In, h1); !errors.Is(err, unix.EBADF) {
+		t.Fatalf("AddHandler(-1): %v, want EBADF", err)
+	}
+	mustCall(t, l, func() {
+		l.adopt()
+		if n := len(l.regs); n != 0 {
+			t.Errorf("%d handlers attached after a failed add", n)
+		}
+	})
+	l.Close()
+	if _, err := l.AddHandler(e.Fd(), poll.In, h1); !errors.Is(err, ErrStopped) {
+		t.Fatalf("AddHandler on a stopped loop: %v, want ErrStopped", err)
+	}
+}
