@@ -90,48 +90,6 @@ func TestConnectRequestWithoutLoop(t *testing.T) {
 	_ = next(t, sch, id.EventEstablished).Ack()
 }
 
-// TestConnectRegistersWithoutLoop: a Connect that wrote its MPA Request
-// (TCP up as connect(2) returns) puts the socket in the loop's epoll set
-// itself, so the initiator's loop is not woken to register it: the socket
-// is in the set while the loop is busy, and the Reply that comes
-// meanwhile is read once the loop runs (ESTABLISHED), not lost.
-func TestConnectRegistersWithoutLoop(t *testing.T) {
-	sf, cf := soft.New(soft.WithName("srv-register")), soft.New(soft.WithName("cli-register"))
-	defer sf.Quiesce()
-	defer cf.Quiesce()
-	sch, cch := newChannel(t, sf), newChannel(t, cf)
-	l := cmListen(t, sch, nil)
-	defer l.Destroy()
-	for k := range 3 {
-		cli := mkID(t, cch, nil, id.PSTCP)
-		t.Cleanup(func() { _ = cli.Destroy() })
-		resolve(t, cch, cli, l.LocalAddr())
-		release := soft.HoldLoop(cf)
-		if err := cli.Connect(nil); err != nil {
-			t.Fatal(err)
-		}
-		in, err := soft.ConnInEpoll(cli.Endpoint())
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !in {
-			release()
-			t.Fatalf("round %d: the socket is not in the epoll set while the initiator's loop is busy", k)
-		}
-		ev := next(t, sch, id.EventConnectRequest)
-		child := ev.ID
-		_ = ev.Ack()
-		if err := child.Accept(nil); err != nil {
-			t.Fatal(err)
-		}
-		release()
-		_ = next(t, cch, id.EventEstablished).Ack()
-		_ = next(t, sch, id.EventEstablished).Ack()
-		_ = cli.Destroy()
-		_ = child.Destroy()
-	}
-}
-
 // TestDisconnectWithoutLoop: Disconnect of an established connection
 // sends the FIN itself, so the peer reports DISCONNECTED while the
 // disconnecting side's loop is busy.

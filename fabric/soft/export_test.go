@@ -332,20 +332,6 @@ func CloseConnInEpoll(ep fabric.Endpoint) (inSet bool, err error) {
 	return inSet, err
 }
 
-// ConnInEpoll reports whether an epoll set of the process holds the
-// socket of ep's connection now, looked at under the connection's lock,
-// without a trip to its loop.
-func ConnInEpoll(ep fabric.Endpoint) (bool, error) {
-	c := connOf(ep)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var st unix.Stat_t
-	if err := unix.Fstat(c.fd, &st); err != nil {
-		return false, err
-	}
-	return EpollHolds(c.fd, st.Ino)
-}
-
 // EpollHolds reports whether an epoll set of the process holds an item for
 // descriptor number fd whose file has inode ino (from /proc/self/fdinfo).
 func EpollHolds(fd int, ino uint64) (bool, error) {

@@ -137,27 +137,6 @@ func (c *conn) startActive(connectErr error, writeErr syscall.Errno) {
 	}
 }
 
-// startSent registers, from the connecting goroutine, a socket whose MPA
-// Request requestEarly sent whole, and arms its timer for the Reply: no
-// task for the loop, whose next wake is then the Reply's report (a task
-// woke a parked loop once more per connection, only to register). The
-// loop handles the socket as soon as it is in the set, under c.mu, which
-// the caller holds until c is set up. It reports false, with nothing
-// done, when the loop cannot take it from here: startActive on the loop
-// then does it.
-func (c *conn) startSent() bool {
-	if c.state != csReqSent || len(c.wbuf) > 0 {
-		return false
-	}
-	gen, err := c.l.AddHandler(c.fd, poll.In|poll.RDHup, c)
-	if err != nil {
-		return false
-	}
-	c.gen = gen
-	c.armTimer(c.ep.connectTimeout(&c.param))
-	return true
-}
-
 // requestEarly sends the MPA Request on the connecting goroutine, before
 // the loop has the socket, when TCP is up by the time connect(2) returns
 // (on loopback it is): the Request then needs no trip through the loop

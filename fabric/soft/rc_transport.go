@@ -125,11 +125,7 @@ func (t *rcTransport) connect(p *fabric.ConnParam) error {
 	if cerr == nil {
 		c.mu.Lock()
 		werr = c.requestEarly(local, remote)
-		started := werr == 0 && c.startSent()
 		c.mu.Unlock()
-		if started {
-			return nil
-		}
 	}
 	l.post(func() { c.taskStartActive(cerr, werr) })
 	return nil

@@ -11,10 +11,9 @@
 // wakes: on a loaded machine that made the tail of every hop through a
 // loop milliseconds long (BENCHMARKS.md, "What is slow and why").
 //
-// One goroutine runs a loop (Run); Post, Call, Modify, Add, AddHandler and
-// Stop may be called from any goroutine, everything else (Register, Attach,
-// Unregister, Forget, Range, and the handlers and tasks themselves) only on
-// the loop goroutine.
+// One goroutine runs a loop (Run); Post, Call, Modify, Add and Stop may be
+// called from any goroutine, everything else (Register, Attach, Unregister,
+// Range, and the handlers and tasks themselves) only on the loop goroutine.
 package evloop
 
 import (
@@ -49,12 +48,6 @@ type entry[H any] struct {
 	h   H
 }
 
-// joined is a handler AddHandler attached, waiting for the loop to adopt it.
-type joined[H any] struct {
-	fd int32
-	e  entry[H]
-}
-
 // Loop is one event loop, dispatching readiness to handlers of type H.
 // Create it with New, run it with Run on its own goroutine, and stop it with
 // Stop or Close.
@@ -81,11 +74,6 @@ type Loop[H any] struct {
 	spare []func() // the other task buffer, swapped with tasks by runTasks
 	stop  bool     // Stop was called: exit once the queue is empty
 	dead  bool     // exited or exiting: posts are refused
-	// joining holds the handlers AddHandler attached from other
-	// goroutines, in the order they came, until the loop moves them into
-	// regs (adopt); njoining is its length, read without mu.
-	joining  []joined[H]
-	njoining atomic.Int32
 
 	// owned by the loop goroutine
 	regs    map[int32]entry[H]
@@ -222,85 +210,7 @@ func (l *Loop[H]) Add(fd int, events uint32) (uint32, error) {
 
 // Attach starts handing fd's reports of generation gen to h. Loop only.
 func (l *Loop[H]) Attach(fd int, gen uint32, h H) {
-	l.adopt()
 	l.regs[int32(fd)] = entry[H]{gen: gen, h: h}
-}
-
-// ErrStopped is AddHandler's error once the loop has stopped.
-var ErrStopped = errors.New("evloop: loop stopped")
-
-// AddHandler puts fd in the epoll set for events with handler h, from any
-// goroutine, and returns the generation that its reports carry: Add and
-// Attach in one, with no task for the loop (a task wakes a parked loop,
-// where the descriptor's first report can be the loop's next wake). The
-// handler is published before the descriptor enters the set, so no report
-// finds the loop without it: a report the loop cannot match looks for
-// handlers added this way before it is dropped as stale. The handler may
-// run as soon as the descriptor is in the set, on the loop goroutine,
-// possibly before AddHandler returns: a caller that must finish setting up
-// first holds the lock the handler takes. It fails with ErrStopped once
-// the loop has stopped, and with epoll_ctl's error, the handler then not
-// attached.
-func (l *Loop[H]) AddHandler(fd int, events uint32, h H) (uint32, error) {
-	gen := l.gen.Add(1)
-	if gen == 0 {
-		gen = l.gen.Add(1)
-	}
-	j := joined[H]{fd: int32(fd), e: entry[H]{gen: gen, h: h}}
-	l.mu.Lock()
-	if l.dead {
-		l.mu.Unlock()
-		return 0, ErrStopped
-	}
-	l.joining = append(l.joining, j)
-	l.njoining.Store(int32(len(l.joining)))
-	l.mu.Unlock()
-	if err := l.poller.Add(fd, events, pack(fd, gen)); err != nil {
-		l.retract(j)
-		return 0, err
-	}
-	return gen, nil
-}
-
-// retract takes back a handler AddHandler published for a descriptor
-// that did not enter the set: from the queue, or, if the loop adopted it
-// meanwhile, by a task (it drops the entry only if it is still that
-// generation's).
-func (l *Loop[H]) retract(j joined[H]) {
-	l.mu.Lock()
-	for k := range l.joining {
-		if l.joining[k].fd == j.fd && l.joining[k].e.gen == j.e.gen {
-			l.joining = append(l.joining[:k], l.joining[k+1:]...)
-			l.njoining.Store(int32(len(l.joining)))
-			l.mu.Unlock()
-			return
-		}
-	}
-	l.mu.Unlock()
-	l.Post(func() {
-		if e, ok := l.regs[j.fd]; ok && e.gen == j.e.gen {
-			delete(l.regs, j.fd)
-		}
-	})
-}
-
-// adopt moves the handlers AddHandler attached into the loop's table, in
-// the order they came, and reports whether there were any. Loop only: the
-// table's other changes (Attach, Unregister, Forget) adopt first, so a
-// handler for a descriptor number never overrides a later one.
-func (l *Loop[H]) adopt() bool {
-	if l.njoining.Load() == 0 {
-		return false
-	}
-	l.mu.Lock()
-	for k, j := range l.joining {
-		l.regs[j.fd] = j.e
-		l.joining[k] = joined[H]{}
-	}
-	l.joining = l.joining[:0]
-	l.njoining.Store(0)
-	l.mu.Unlock()
-	return true
 }
 
 // Register adds fd for events with handler h (Add and Attach). Loop only.
@@ -323,7 +233,6 @@ func (l *Loop[H]) Modify(fd int, gen uint32, events uint32) error {
 // forgets its handler; the error wraps ENOENT if fd was not in the set.
 // Loop only.
 func (l *Loop[H]) Unregister(fd int) error {
-	l.adopt()
 	delete(l.regs, int32(fd))
 	return l.poller.Delete(fd)
 }
@@ -339,14 +248,12 @@ func (l *Loop[H]) Unregister(fd int) error {
 // (its reports are dropped as stale, but a level-triggered one comes
 // back on every look). Loop only.
 func (l *Loop[H]) Forget(fd int) {
-	l.adopt()
 	delete(l.regs, int32(fd))
 }
 
 // Range calls f for every attached descriptor. Loop only; f must not
 // register or unregister.
 func (l *Loop[H]) Range(f func(fd int, gen uint32, h H)) {
-	l.adopt()
 	for fd, e := range l.regs {
 		f(int(fd), e.gen, e.h)
 	}
@@ -382,10 +289,6 @@ func (l *Loop[H]) Close() {
 // release closes the descriptors and marks the loop done.
 func (l *Loop[H]) release() {
 	clear(l.regs)
-	l.mu.Lock()
-	l.joining = nil
-	l.njoining.Store(0)
-	l.mu.Unlock()
 	_ = l.poller.Close()
 	_ = l.wake.Close()
 	close(l.done)
@@ -495,9 +398,6 @@ func (l *Loop[H]) handle(evs []poll.Event) {
 		}
 		fd, gen := int32(uint32(ev.Data)), uint32(ev.Data>>32)
 		e, ok := l.regs[fd]
-		if (!ok || e.gen != gen) && l.adopt() {
-			e, ok = l.regs[fd] // added from another goroutine (AddHandler)
-		}
 		if !ok || e.gen != gen {
 			// Stale: the descriptor went after epoll reported it, or its
 			// Attach task has not run yet (a level-triggered report comes
