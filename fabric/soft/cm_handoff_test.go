@@ -1,8 +1,14 @@
 package soft_test
 
 import (
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
@@ -128,4 +134,94 @@ func TestDisconnectWithoutLoop(t *testing.T) {
 	}
 	_ = ev.Ack()
 	release()
+}
+
+// TestConnectEarlyWriteOutcomes: Connect writes the MPA Request without
+// asking the socket's TCP state first; the write's outcome decides. A
+// refused connection fails as the loop would report it (REJECTED,
+// -ECONNREFUSED), and a handshake still in progress (the SYN dropped:
+// the listener's accept queue is full) leaves the Request to the loop,
+// which sends it once TCP is up: the peer reads it.
+func TestConnectEarlyWriteOutcomes(t *testing.T) {
+	t.Run("refused", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := netip.MustParseAddrPort(ln.Addr().String())
+		ln.Close()
+		cf := soft.New(soft.WithName("cli-refused"))
+		defer cf.Quiesce()
+		cch := newChannel(t, cf)
+		cli := mkID(t, cch, nil, id.PSTCP)
+		defer cli.Destroy()
+		resolve(t, cch, cli, dst)
+		release := soft.HoldLoop(cf)
+		defer release()
+		_ = cli.Connect(nil)
+		release()
+		ev := next(t, cch, id.EventRejected)
+		if ev.Status != -int(syscall.ECONNREFUSED) {
+			t.Fatalf("status %d, want -ECONNREFUSED", ev.Status)
+		}
+		_ = ev.Ack()
+	})
+	t.Run("handshake in progress", func(t *testing.T) {
+		lfd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(lfd)
+		if err := unix.Bind(lfd, &unix.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Listen(lfd, 0); err != nil { // room for one queued connection
+			t.Fatal(err)
+		}
+		sa, err := unix.Getsockname(lfd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(sa.(*unix.SockaddrInet4).Port))
+		filler, err := net.Dial("tcp", dst.String()) // fills the accept queue
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer filler.Close()
+
+		cf := soft.New(soft.WithName("cli-syn-sent"))
+		defer cf.Quiesce()
+		cch := newChannel(t, cf)
+		cli := mkID(t, cch, nil, id.PSTCP)
+		defer cli.Destroy()
+		resolve(t, cch, cli, dst)
+		if err := cli.Connect(nil); err != nil {
+			t.Fatal(err)
+		}
+		// The SYN was dropped; make room, and the retransmitted one (about
+		// a second later) completes the handshake.
+		nfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		unix.Close(nfd)
+		cfd, _, err := unix.Accept4(lfd, unix.SOCK_CLOEXEC)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Close(cfd)
+		tv := unix.NsecToTimeval((10 * time.Second).Nanoseconds())
+		_ = unix.SetsockoptTimeval(cfd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
+		var req [24]byte
+		for got := 0; got < len(req); {
+			n, err := unix.Read(cfd, req[got:])
+			if err != nil || n <= 0 {
+				t.Fatalf("reading the MPA Request: %d bytes, %v", got, err)
+			}
+			got += n
+		}
+		if !strings.HasPrefix(string(req[:]), "MPA ID Req Frame") {
+			t.Fatalf("peer read %q, want an MPA Request", req)
+		}
+	})
 }

@@ -270,6 +270,24 @@ func CountSockNames(fn func()) int {
 	return int(n.Load())
 }
 
+// CountAccepts counts the accept4 calls of listeners while fn runs: those
+// that accepted a connection and those that found the queue empty.
+func CountAccepts(fn func()) (accepted, empty int) {
+	var ok, none atomic.Int64
+	h := func(err error) {
+		switch err {
+		case nil:
+			ok.Add(1)
+		case unix.EAGAIN:
+			none.Add(1)
+		}
+	}
+	acceptHook.Store(&h)
+	defer acceptHook.Store(nil)
+	fn()
+	return int(ok.Load()), int(none.Load())
+}
+
 // NoDelay reports whether the socket of ep's connection, and that of its
 // listener when ep is a listening id, have TCP_NODELAY set.
 func NoDelay(ep fabric.Endpoint) bool {

@@ -146,16 +146,17 @@ func (c *conn) startActive(connectErr error, writeErr syscall.Errno) {
 // requestEarly sends the MPA Request on the connecting goroutine, before
 // the loop has the socket, when TCP is up by the time connect(2) returns
 // (on loopback it is): the Request then needs no trip through the loop
-// first. local is the id's bound address; a possible self-connect (local
-// port = remote port) and a connection still in progress are left to the
-// loop (connected). It returns the errno of a failed write (the loop
-// reports it), and leaves the state as it was when nothing was sent. c is
-// not yet registered; c.mu is held.
+// first. The write itself tells: Linux refuses it with EAGAIN while the
+// handshake is in progress (a non-blocking socket in SYN_SENT), which
+// leaves the Request to the loop (connected), as a possible self-connect
+// (local port = remote port) is; a connection that failed gives its
+// error, as SO_ERROR would have, and the loop fails the connect with it
+// (peerGone). (It asked TCP_INFO first: one system call per connection.)
+// local is the id's bound address. It returns the errno of a failed
+// write, and leaves the state as it was when nothing was sent. c is not
+// yet registered; c.mu is held.
 func (c *conn) requestEarly(local, remote netip.AddrPort) syscall.Errno {
 	if c.state != csConnecting || local.Port() == remote.Port() || !local.Addr().IsValid() || local.Addr().IsUnspecified() {
-		return 0
-	}
-	if st, err := unix.GetsockoptByte(c.fd, unix.IPPROTO_TCP, unix.TCP_INFO); err != nil || st != tcpEstablished {
 		return 0
 	}
 	var buf [mpaBufLen]byte
@@ -169,7 +170,7 @@ func (c *conn) requestEarly(local, remote netip.AddrPort) syscall.Errno {
 		return 0
 	case err != nil:
 		// The write took the socket's pending error, which SO_ERROR would
-		// no longer report: the loop reports it as the exchange failing.
+		// no longer report: the loop reports it (peerGone, failConnect).
 		c.state = csReqSent
 		return errnoOf(err)
 	}
@@ -191,10 +192,6 @@ func writeOnce(fd int, b []byte) (int, error) {
 		}
 	}
 }
-
-// tcpEstablished is the Linux TCP state (tcpi_state, TCP_INFO's first byte)
-// of a connection that is up.
-const tcpEstablished = 1
 
 // startPassive registers an accepted socket waiting for its MPA Request
 // and reads what it has: on loopback the initiator wrote the Request as its

@@ -40,6 +40,7 @@ type listener struct {
 	paused  bool
 	nodelay bool     // the listening socket has TCP_NODELAY, which Linux gives every socket it accepts
 	waiting halfOpen // accepted connections whose MPA Request has not come yet
+	look    uint64   // the loop's look (Looks) that last reported the listener
 }
 
 // Bounds of a listener's pool of connections waiting for their MPA
@@ -130,10 +131,23 @@ func (s *listener) start() {
 	s.gen = gen
 }
 
-// onEvents implements pollable: accept every queued connection.
+// onEvents implements pollable: accept the queued connections. A listener
+// reported after a quiet spell (an empty look or a park since its last
+// report) most often has one connection queued: it accepts that one and
+// leaves the rest, if any, to its level-triggered report, which the loop's
+// next look, right after this round, gives again; an accept4 that finds
+// the queue empty was one system call per connection at one connection
+// at a time. Reported again by that next look, it has a queue: it accepts
+// until the queue is empty.
 func (s *listener) onEvents(uint32) {
+	look := s.l.Looks()
+	drain := look == s.look+1
+	s.look = look
 	for !s.closed {
 		fd, peer, err := accept4(s.fd, unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC)
+		if h := acceptHook.Load(); h != nil {
+			(*h)(err)
+		}
 		switch err {
 		case nil:
 		case unix.EINTR, unix.ECONNABORTED:
@@ -166,8 +180,15 @@ func (s *listener) onEvents(uint32) {
 			s.waiting.add(c, src)
 		}
 		c.mu.Unlock()
+		if !drain {
+			return
+		}
 	}
 }
+
+// acceptHook, set by tests only, sees the outcome of each accept4 of a
+// listener.
+var acceptHook atomic.Pointer[func(err error)]
 
 // admit counts a passive connection whose MPA Request has come against the
 // backlog, reporting false (the connection must be refused) when it is

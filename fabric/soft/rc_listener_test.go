@@ -286,6 +286,71 @@ func TestRequestInWithConnection(t *testing.T) {
 	}
 }
 
+// TestListenerAcceptsOnePerQuietReport: a listener reported after a quiet
+// spell accepts the one connection it most often has, with no accept4
+// that finds the queue empty (one system call per connection before); a
+// burst is accepted whole, every request reported, once the next look
+// reports the listener again.
+func TestListenerAcceptsOnePerQuietReport(t *testing.T) {
+	sf, cf := soft.New(soft.WithName("srv-quiet")), soft.New(soft.WithName("cli-quiet"))
+	defer sf.Quiesce()
+	defer cf.Quiesce()
+	sch, cch := newChannel(t, sf), newChannel(t, cf)
+	l := cmListen(t, sch, nil)
+	defer l.Destroy()
+
+	t.Run("one at a time", func(t *testing.T) {
+		const n = 10
+		accepted, empty := soft.CountAccepts(func() {
+			for k := 0; k < n; k++ {
+				cli := connectRC(t, cch, l.LocalAddr(), "one")
+				ev := next(t, sch, id.EventConnectRequest)
+				child := ev.ID
+				_ = ev.Ack()
+				if err := child.Accept(nil); err != nil {
+					t.Fatal(err)
+				}
+				_ = next(t, cch, id.EventEstablished).Ack()
+				_ = next(t, sch, id.EventEstablished).Ack()
+				_ = cli.Destroy()
+				_ = child.Destroy()
+			}
+		})
+		if accepted != n || empty != 0 {
+			t.Fatalf("%d connections one at a time: %d accepted, %d accept4 found the queue empty; want %d and 0", n, accepted, empty, n)
+		}
+	})
+	t.Run("burst", func(t *testing.T) {
+		const n = 16
+		accepted, empty := soft.CountAccepts(func() {
+			release := soft.HoldLoop(sf)
+			defer release()
+			for k := 0; k < n; k++ {
+				connectRC(t, cch, l.LocalAddr(), "burst")
+			}
+			release()
+			for k := 0; k < n; k++ {
+				ev, err := nextWithin(sch, 5*time.Second)
+				if err != nil {
+					t.Fatalf("request %d of %d: %v", k+1, n, err)
+				}
+				typ := ev.Type
+				if typ == id.EventConnectRequest {
+					_ = ev.ID.Reject(nil)
+					_ = ev.ID.Destroy()
+				}
+				_ = ev.Ack()
+				if typ != id.EventConnectRequest {
+					t.Fatalf("request %d of %d: got %s", k+1, n, typ)
+				}
+			}
+		})
+		if accepted != n || empty > 2 {
+			t.Fatalf("a burst of %d: %d accepted, %d accept4 found the queue empty; want %d and at most 2", n, accepted, empty, n)
+		}
+	})
+}
+
 // TestAcceptedConnAddrs: the new id of a request knows its addresses, the
 // peer's from accept4 and its own from the listener when that listens on
 // one address; only a wildcard listener asks the socket (getsockname).

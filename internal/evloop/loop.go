@@ -76,6 +76,7 @@ type Loop[H any] struct {
 	dead  bool     // exited or exiting: posts are refused
 
 	// owned by the loop goroutine
+	looks   uint64 // waits so far (Looks)
 	regs    map[int32]entry[H]
 	events  []poll.Event
 	errs    int                                   // consecutive wait errors
@@ -259,6 +260,13 @@ func (l *Loop[H]) Range(f func(fd int, gen uint32, h H)) {
 	}
 }
 
+// Looks counts the loop's looks at its epoll set so far (a park counts
+// one). A handler that sees it one above its last report's knows that it
+// was reported again by the very next look: its descriptor stayed ready
+// through a round of the loop, with no empty look nor park in between.
+// Loop only.
+func (l *Loop[H]) Looks() uint64 { return l.looks }
+
 // Stop makes the loop exit once its queued tasks (and those they queue)
 // have run. It does not wait; it may be called from the loop goroutine.
 func (l *Loop[H]) Stop() {
@@ -305,6 +313,7 @@ func (l *Loop[H]) Run() {
 	}
 	defer l.exit()
 	for {
+		l.looks++
 		n, err := l.wait(l.events, false)
 		if err == nil && n == 0 {
 			// The loop has caught up: yield once (the goroutine that posts
@@ -334,10 +343,12 @@ func (l *Loop[H]) park() (int, error) {
 	l.mu.Lock()
 	if len(l.tasks) > 0 || l.stop {
 		l.mu.Unlock()
+		l.looks++
 		return l.wait(l.events, false)
 	}
 	l.pending.Store(false)
 	l.mu.Unlock()
+	l.looks++
 	n, err := l.wait(l.events, true)
 	l.pending.Store(true)
 	return n, err

@@ -857,3 +857,46 @@ func TestForget(t *testing.T) {
 		t.Fatal("an unregistered descriptor is still in the set")
 	}
 }
+
+// TestLooks: a descriptor that stays ready is reported by consecutive
+// looks (Looks one apart), and one reported again after the loop went
+// quiet (an empty look, a park) sees a gap of at least two.
+func TestLooks(t *testing.T) {
+	l := startLoop(t)
+	e := eventFD(t)
+	var seen []uint64 // loop goroutine
+	done := make(chan struct{})
+	h := &handler{}
+	h.on = func(uint32) {
+		seen = append(seen, l.Looks())
+		switch len(seen) {
+		case 3:
+			_, _ = e.Read() // quiet from now on
+		case 4:
+			close(done)
+		}
+	}
+	_ = e.Add(1)
+	mustCall(t, l, func() {
+		if _, err := l.Register(e.Fd(), poll.In, h); err != nil {
+			t.Error(err)
+		}
+	})
+	waitFor(t, 5*time.Second, "three reports of a ready descriptor", func() bool { return h.n.Load() >= 3 })
+	waitFor(t, 5*time.Second, "the loop did not park", func() bool { return !l.pending.Load() })
+	_ = e.Add(1)
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no report after the quiet spell")
+	}
+	mustCall(t, l, func() {
+		if seen[1] != seen[0]+1 || seen[2] != seen[1]+1 {
+			t.Errorf("a descriptor left ready was reported at looks %v, want consecutive", seen[:3])
+		}
+		if seen[3] < seen[2]+2 {
+			t.Errorf("reported at look %d after a quiet spell, the last report at %d: want a gap of 2 or more", seen[3], seen[2])
+		}
+		_ = l.Unregister(e.Fd())
+	})
+}
