@@ -66,23 +66,7 @@ func TestMessageMode(t *testing.T) {
 			for k := range want {
 				want[k] = byte(k * 31)
 			}
-			for round := 0; round < 4; round++ {
-				errc := make(chan error, 1)
-				go func() {
-					_, err := c1.Write(want)
-					errc <- err
-				}()
-				got := make([]byte, len(want))
-				if _, err := io.ReadFull(c2, got); err != nil {
-					t.Fatal(err)
-				}
-				if err := <-errc; err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, want) {
-					t.Fatalf("round %d: data differs", round)
-				}
-			}
+			transfer(t, c1, c2, want, 4)
 			// Once every send has completed, the send queue and control
 			// slots are all back: a mode that frees more slots than its
 			// messages took (or fewer) would show here.
@@ -334,23 +318,7 @@ func TestSendBufferNotByReference(t *testing.T) {
 	for k := range want {
 		want[k] = byte(k*7 + k>>12)
 	}
-	for round := 0; round < 3; round++ {
-		errc := make(chan error, 1)
-		go func() {
-			_, err := c1.Write(want)
-			errc <- err
-		}()
-		got := make([]byte, len(want))
-		if _, err := io.ReadFull(c2, got); err != nil {
-			t.Fatal(err)
-		}
-		if err := <-errc; err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("round %d: data differs", round)
-		}
-	}
+	transfer(t, c1, c2, want, 3)
 	for _, c := range []*Conn{c1, c2} {
 		settled(t, c)
 	}
@@ -362,5 +330,28 @@ func TestSendBufferNotByReference(t *testing.T) {
 	}
 	if n := siwFabric.byRef.Load() - before; n != 0 {
 		t.Errorf("%d unsignaled Writes of a page or more from the send buffer (siw sends them by reference)", n)
+	}
+}
+
+// transfer writes want on w and reads it whole from r, rounds times,
+// failing t if either side fails or the bytes differ.
+func transfer(t *testing.T, w, r *Conn, want []byte, rounds int) {
+	t.Helper()
+	for round := 0; round < rounds; round++ {
+		errc := make(chan error, 1)
+		go func() {
+			_, err := w.Write(want)
+			errc <- err
+		}()
+		got := make([]byte, len(want))
+		if _, err := io.ReadFull(r, got); err != nil {
+			t.Fatalf("round %d: read: %v (writer: %v)", round, err, <-errc)
+		}
+		if err := <-errc; err != nil {
+			t.Fatalf("round %d: write: %v", round, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("round %d: data differs", round)
+		}
 	}
 }
