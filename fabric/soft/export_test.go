@@ -304,6 +304,18 @@ func NoDelay(ep fabric.Endpoint) bool {
 	return err == nil && v == 1
 }
 
+// LingerArms reports how many times a returning direct wait armed the
+// linger timer of ep's connection (0 without a direct reader).
+func LingerArms(ep fabric.Endpoint) int {
+	c := connOf(ep)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.rxw == nil {
+		return 0
+	}
+	return c.rxw.arms
+}
+
 // LoopReads reports how many times the loop read ep's connection while
 // it had a data path (in RTS).
 func LoopReads(ep fabric.Endpoint) int {

@@ -21,10 +21,19 @@ package soft
 //
 // Claiming and giving back each cost an epoll_ctl, and a ping-pong waits
 // again a few microseconds after its wait returned: so a returning waiter
-// keeps the claim for rxLinger, and a wait in that time takes it over
-// without a system call. When none comes, a timer gives the read side
-// back to the loop, which reads what came meanwhile: nothing stays unread
-// for longer than that (a timer's latency, about a millisecond at most).
+// keeps the claim, and a wait soon after takes it over without a system
+// call. A timer gives the read side back to the loop once no wait has come
+// for rxLinger and the socket has something to read (or hung up), or once
+// none has come for rxLingerIdle. The timer is armed by a returning wait
+// only when it is not pending, and armed again by its own firings, each
+// later than the last (up to rxLingerMax) while waits keep coming: a timer
+// reset by every wait, or firing every few hundred microseconds, and a
+// claim given back whenever the waiter lost its CPU for rxLinger, delayed
+// a tenth of a loaded machine's round trips by 10-20 µs (finding 28 in
+// BENCHMARKS.md). The price: what the peer sends just after the waits
+// stopped is read by the loop up to about rxLingerMax late (rxLinger
+// before); once a firing has found them stopped, the timer looks again
+// every rxLinger or so.
 
 import (
 	"context"
@@ -48,6 +57,12 @@ type rxWait struct {
 	kickFn func()
 	linger *time.Timer // gives an unheld claim back (giveBack)
 
+	// Guarded by c.mu, with the fields below.
+	armed bool          // linger is pending, or its giveBack runs
+	every time.Duration // linger's next period while waits keep coming
+	last  int64         // monoNow when the last wait started or returned
+	arms  int           // times a returning wait armed linger (tests)
+
 	// Guarded by c.mu.
 	claimed  bool // the read side is off the loop (pollEvents)
 	held     bool // a waiter holds the claim
@@ -67,10 +82,22 @@ type rxWait struct {
 var rxPast = time.Unix(1, 0)
 
 // rxLinger is how long a claim outlives the wait that made it, for the
-// next wait to take over: longer than a ping-pong's turn (posting the
-// next message and its receive), short enough that what the peer sends
-// while nobody waits (a Send, a Disconnect) is read soon.
+// next wait to take over, when the socket has something to read: longer
+// than a ping-pong's turn (posting the next message and its receive),
+// short enough that what the peer sends while nobody waits (a Send, a
+// Disconnect) is read soon.
 const rxLinger = 200 * time.Microsecond
+
+// rxLingerMax bounds the period of the linger timer while waits keep
+// coming: what the peer sends once they stop is read at most about that
+// late. With 2 ms the firings still delayed a loaded ping-pong's round
+// trips as a timer reset by every wait did; with 20 ms they did not
+// (finding 28).
+const rxLingerMax = 20 * time.Millisecond
+
+// rxLingerIdle is how long a claim with nothing to read outlives the last
+// wait.
+const rxLingerIdle = 10 * time.Millisecond
 
 // newRxWait makes c's direct reader: a duplicate of the socket that the
 // Go netpoller watches. It returns nil if the netpoller cannot take it
@@ -97,16 +124,64 @@ func newRxWait(c *conn) *rxWait {
 	return w
 }
 
-// giveBack is the linger timer's: a claim no waiter holds goes back to
-// the loop.
+// giveBack is the linger timer's: a claim no waiter has held for rxLinger
+// goes back to the loop once there is something for the loop to read (or
+// the peer hung up), and in any case once no wait has come for
+// rxLingerIdle. While waits keep coming, or one is held for less than
+// rxLingerIdle (a stream's receiver, held while a long message comes in),
+// the timer is armed again, each time later, up to rxLingerMax; a wait
+// held longer (a server waiting for its next request) leaves it off until
+// it returns, so an idle connection is not woken. So a waiter that lost
+// its CPU for longer than rxLinger between two waits (a loaded machine)
+// finds its claim still there, and what the peer sent meanwhile in the
+// socket, instead of in the loop's hands.
 func (w *rxWait) giveBack() {
 	c := w.c
 	c.mu.Lock()
-	if c.rxw == w && w.claimed && !w.held && c.state != csClosed {
-		w.claimed = false
-		_ = c.l.modify(c.fd, c.gen, c.pollEvents())
+	defer c.mu.Unlock()
+	if c.rxw != w || !w.claimed || c.state == csClosed {
+		w.armed = false
+		return
 	}
-	c.mu.Unlock()
+	idle := time.Duration(monoNow() - w.last)
+	switch {
+	case idle < rxLinger || w.held && idle < rxLingerIdle:
+		w.every = min(2*w.every, rxLingerMax)
+		w.linger.Reset(w.every)
+		return
+	case w.held:
+		w.armed = false // the wait's return arms it again
+		return
+	case idle < rxLingerIdle && !c.readReady():
+		// The waits stopped, or the waiter lost its CPU: look again
+		// every rxLinger until something comes or rxLingerIdle passed.
+		w.every = rxLinger
+		w.linger.Reset(rxLinger)
+		return
+	}
+	w.armed = false
+	w.claimed = false
+	_ = c.l.modify(c.fd, c.gen, c.pollEvents())
+}
+
+// readReady reports whether the socket has bytes to read, has hung up or
+// has an error pending: what the loop would be told of.
+func (c *conn) readReady() bool {
+	fds := [1]unix.PollFd{{Fd: int32(c.fd), Events: unix.POLLIN | unix.POLLRDHUP}}
+	n, err := unix.Poll(fds[:], 0)
+	return err != nil || n > 0
+}
+
+// lingerOn keeps the claim for rxLinger after a wait returned. c.mu is
+// held.
+func (w *rxWait) lingerOn() {
+	w.last = monoNow()
+	if !w.armed {
+		w.armed = true
+		w.arms++
+		w.every = rxLinger
+		w.linger.Reset(rxLinger)
+	}
 }
 
 // kick wakes the parked waiter (or makes its next park return at once).
@@ -197,6 +272,7 @@ func (q *rcQP) waitDirect(ctx context.Context, cq *cq) error {
 		c.rxw = w
 	}
 	w.held, w.cq, w.p, w.q, w.ctx = true, cq, p, q, ctx
+	w.last = monoNow()
 	if !w.claimed {
 		w.claimed = true
 		_ = c.l.modify(c.fd, c.gen, c.pollEvents())
@@ -217,11 +293,12 @@ func (q *rcQP) waitDirect(ctx context.Context, cq *cq) error {
 		w.claimed = false
 		c.rxw = nil
 		w.linger.Stop()
+		w.armed = false
 		_ = w.f.Close()
 	case p.readsFor(q):
 		// Kept for the next wait; the timer gives it back if none
 		// comes.
-		w.linger.Reset(rxLinger)
+		w.lingerOn()
 	default:
 		// The loop reads again; what came since the last look is
 		// reported to it at once (level-triggered).
@@ -312,6 +389,7 @@ func (w *rxWait) closeConn() bool {
 	if !w.held {
 		c.rxw = nil
 		w.linger.Stop()
+		w.armed = false
 		_ = w.f.Close()
 		return false
 	}

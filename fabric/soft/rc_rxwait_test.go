@@ -112,6 +112,44 @@ func TestDirectWaitSparesTheLoop(t *testing.T) {
 	}
 }
 
+// TestDirectWaitLingerArmedOnce: in a ping-pong whose waits follow each
+// other within rxLinger, the linger timer is armed by the first returning
+// wait and kept armed by its own firings, not reset by every wait (200
+// arms a side before). A claim given back on a machine too loaded to wait
+// again in time is armed again, hence the bound rather than 1. A Send
+// that comes once the waits stopped is still read, by the loop.
+func TestDirectWaitLingerArmedOnce(t *testing.T) {
+	const n = 200
+	p := newPair(t, pairOpts{})
+	defer p.close()
+	pingPongN(t, p, context.Background(), 1)
+	cli0, srv0 := soft.LingerArms(p.cli.id.Endpoint()), soft.LingerArms(p.srv.id.Endpoint())
+	pingPongN(t, p, context.Background(), n)
+	cli := soft.LingerArms(p.cli.id.Endpoint()) - cli0
+	srv := soft.LingerArms(p.srv.id.Endpoint()) - srv0
+	if cli+srv > n/4 {
+		t.Fatalf("the linger timers were armed %d (client) and %d (server) times in %d round trips; want about once", cli, srv, n)
+	}
+	buf := make([]byte, 64)
+	if err := p.cli.qp.PostRecv(&id.RecvWR{WRID: 3, Buf: buf, MR: reg(t, p.cli, buf, id.AccessLocalWrite)}); err != nil {
+		t.Fatal(err)
+	}
+	sb := pattern(64, 9)
+	if err := p.srv.qp.PostSend(&id.SendWR{Opcode: id.WRSend, Buf: sb, MR: reg(t, p.srv, sb, id.AccessLocalWrite)}); err != nil {
+		t.Fatal(err)
+	}
+	var wc [1]id.WC
+	waitFor(t, func() bool { return p.cli.qp.RecvCQ().Poll(wc[:]) == 1 })
+	if wc[0].WRID != 3 || wc[0].Status != id.WCSuccess {
+		t.Fatalf("completion %+v", wc[0])
+	}
+	sameBytes(t, buf, sb)
+	// And the claims go back once nothing more comes.
+	waitFor(t, func() bool {
+		return !soft.DirectClaimed(p.cli.id.Endpoint()) && !soft.DirectClaimed(p.srv.id.Endpoint())
+	})
+}
+
 // parkedOn starts a goroutine waiting on cq with ctx, waits until it is
 // parked reading the connection of qp, and returns what its wait returns.
 func parkedOn(t *testing.T, ctx context.Context, qp id.QP, cq id.CQ) <-chan error {
