@@ -432,7 +432,7 @@ func PathStart(ep fabric.Endpoint) (done bool, txCap int, ok bool) {
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if p := c.dp; p != nil {
-			done, txCap, ok = p.rtr == 0 && !p.waitRTR && !p.hold && p.timer == nil && p.firstRx, cap(p.tx), true
+			done, txCap, ok = p.rtr == 0 && !p.waitRTR && !p.hold && !p.armed && p.firstRx, cap(p.tx), true
 		}
 	})
 	return done, txCap, ok

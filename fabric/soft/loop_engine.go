@@ -32,6 +32,9 @@ type loop struct {
 	ctMu  sync.Mutex
 	ctq   ring.Ring[connTask]
 	ctRun func() // runConnTask, made once
+
+	// pt holds the data paths' timers (loop_timers.go).
+	pt pathTimers
 }
 
 func dispatch(p pollable, events uint32) { p.onEvents(events) }
@@ -47,6 +50,7 @@ func newLoop(e *engine) (*loop, error) {
 	}
 	lp := &loop{Loop: l, eng: e, log: e.log}
 	lp.ctRun = lp.runConnTask
+	lp.pt.init(lp)
 	return lp, nil
 }
 

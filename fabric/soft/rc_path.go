@@ -102,9 +102,14 @@ type rcPath struct {
 	qp       *rcQP
 	kickFn   func()       // the kick task, made by the first kick
 	lastPost atomic.Int64 // monoNow at the end of the last post: bursts go to the loop
-	timer    *time.Timer
-	dx       *rxDirect // the FPDU placed directly; made on first use
-	txd      *txDirect // writev state of sendDirect; made on first use
+	// tidx is the index + 1 of the path's entry in its loop's timer heap
+	// (0: none); guarded by the heap's lock (pathTimers), not c.mu. tgen
+	// counts the arms and stops of the timer, so that an entry that was
+	// due before a stop or a new arm does nothing (fire).
+	tidx int32
+	tgen uint32
+	dx   *rxDirect // the FPDU placed directly; made on first use
+	txd  *txDirect // writev state of sendDirect; made on first use
 	// rd holds the queues of RDMA Reads, made by the first Read either way
 	// (reads): most connections never carry one, and an idle connection's
 	// path is most of its memory.
@@ -143,6 +148,8 @@ type rcPath struct {
 	// rtrRepeats counts the RTRs a P2P initiator repeated (repeatRTR).
 	rtrRepeats uint8
 	rrOn       bool // a Read Response is being placed (the head of rd.orq)
+	// armed is set while the path's timer is armed, until its function runs.
+	armed bool
 
 	// Receive side.
 	df    iwarp.Deframer
@@ -274,7 +281,7 @@ func (c *conn) newPath(rtr RTR) *rcPath {
 // the path later (an FPDU, a QP attached) makes it again. Under c.mu.
 func (p *rcPath) dropIdle() {
 	c := p.c
-	if c.dp != p || p.dead || c.state != csRTS || p.qp != nil || p.timer != nil ||
+	if c.dp != p || p.dead || c.state != csRTS || p.qp != nil || p.armed ||
 		p.hold || p.waitRTR || p.rtr != 0 || p.posting || p.bail || p.kicked.Load() ||
 		p.busy() || p.cur.kind != txNone || p.txOff != len(p.tx) ||
 		(p.dx != nil && p.dx.on) || p.df.Buffered() != 0 || p.df.Err() != nil ||
@@ -303,7 +310,6 @@ const (
 // included. A cmrt responder answers the RTR as it reads it (ackRTR), so
 // toward one the repeats stop at the answer.
 func (p *rcPath) repeatRTR() {
-	p.timer = nil
 	if p.firstRx || p.c.state != csRTS {
 		return
 	}
@@ -368,36 +374,54 @@ const (
 	ptRepeatRTR                   // repeatRTR
 )
 
-// arm runs what names on the loop after d, unless the path is gone by
-// then. The timer's function holds the path and a name, not a method
-// value (one allocation fewer per timer: every connection arms one at
-// each end, the responder's wait for the RTR and the initiator's repeat).
+// arm runs what names on the loop after d, unless the path is gone, its
+// timer stopped or armed again by then. It replaces what was armed. The
+// loop's deadline heap keeps it (pathTimers): no runtime timer and no
+// allocation per arm. c.mu is held.
 func (p *rcPath) arm(d time.Duration, what pathTimer) {
-	p.timer = time.AfterFunc(d, func() {
-		p.c.l.post(func() {
-			p.c.mu.Lock()
-			defer p.c.mu.Unlock()
-			if p.dead || p.c.dp != p {
-				return
-			}
-			switch what {
-			case ptRTRTimeout:
-				p.rtrTimeout()
-			case ptRelease:
-				p.release()
-			case ptRepeatRTR:
-				p.repeatRTR()
-			}
-		})
-	})
+	p.tgen++
+	p.armed = true
+	p.c.l.pt.add(p, monoNow()+int64(d), p.tgen, what)
 }
 
+// stopTimer stops the path's timer: a fire already taken from the heap
+// finds its generation gone. c.mu is held.
 func (p *rcPath) stopTimer() {
-	if p.timer != nil {
-		p.timer.Stop()
-		p.timer = nil
+	if !p.armed {
+		return
+	}
+	p.armed = false
+	p.tgen++
+	p.c.l.pt.remove(p)
+}
+
+// fire runs what the arm of generation gen named, on the loop, unless the
+// path is dead or no longer its connection's, or its timer was stopped or
+// armed again since that arm.
+func (p *rcPath) fire(gen uint32, what pathTimer) {
+	c := p.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.dead || c.dp != p || !p.armed || p.tgen != gen {
+		return
+	}
+	p.armed = false
+	if pathTimerHook != nil {
+		pathTimerHook(p, what)
+	}
+	switch what {
+	case ptRTRTimeout:
+		p.rtrTimeout()
+	case ptRelease:
+		p.release()
+	case ptRepeatRTR:
+		p.repeatRTR()
 	}
 }
+
+// pathTimerHook, set by tests only, sees each path timer that fires and
+// acts, before its function runs.
+var pathTimerHook func(p *rcPath, what pathTimer)
 
 // release ends the responder's hold.
 func (p *rcPath) release() {
@@ -411,7 +435,6 @@ func (p *rcPath) release() {
 
 // rtrTimeout gives up on a P2P initiator that never sent its RTR.
 func (p *rcPath) rtrTimeout() {
-	p.timer = nil
 	if p.waitRTR {
 		p.abort(errors.New("no RTR from the P2P initiator"), fabric.WCWRFlushErr)
 		p.c.closeNow()
