@@ -62,6 +62,7 @@ type endpoint struct {
 	connErr   bool                  // CONNECT_RESPONSE failed locally: later REJECTED/DISCONNECTED are dropped
 	attached  map[netip.Addr]mcAttach
 	listening bool      // Listen succeeded
+	dev       devRef    // the device the kernel attached the id to, once known
 	former    []*source // the sources a listener left, held open (source.Migrate)
 }
 
@@ -197,9 +198,32 @@ func (ep *endpoint) Listen(backlog int) error {
 	})
 }
 
-// queryDevice runs QUERY (ADDR) or QUERY_ROUTE: the node GUID, device index
-// and port of the device the id is bound to.
+// devRef names the device and port an id is attached to.
+type devRef struct {
+	guid  uint64 // node GUID; 0: not attached yet
+	index uint32
+	port  uint8
+}
+
+// queryDevice returns the node GUID, device index and port of the device
+// the id is bound to (a GUID of 0: none yet). The kernel attaches an id to
+// a device once (bind to a device's address, address resolution, a
+// connection request) and keeps it there until the id is destroyed, so
+// only the first answer naming a device costs a command: QUERY (ADDR), or
+// QUERY_ROUTE on kernels without it. ep.mu and the source are held.
 func (ep *endpoint) queryDevice(fd int, b *ucma.Buffers) (guid uint64, index uint32, port uint8, err error) {
+	if d := ep.dev; d.guid != 0 {
+		return d.guid, d.index, d.port, nil
+	}
+	guid, index, port, err = ep.queryKernel(fd, b)
+	if err == nil && guid != 0 {
+		ep.dev = devRef{guid: guid, index: index, port: port}
+	}
+	return guid, index, port, err
+}
+
+// queryKernel runs QUERY (ADDR) or QUERY_ROUTE for queryDevice.
+func (ep *endpoint) queryKernel(fd int, b *ucma.Buffers) (guid uint64, index uint32, port uint8, err error) {
 	if ep.f.afib() {
 		resp, err := b.Exec(fd, &ucma.Query{ID: ep.handle, Option: ucma.QueryAddr})
 		if err == nil {

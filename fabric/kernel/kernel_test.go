@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/ucma"
 )
@@ -434,5 +436,60 @@ func TestDataPath(t *testing.T) {
 	}
 	if _, ok := ep.(Endpoint); !ok {
 		t.Fatal("kernel endpoints do not implement kernel.Endpoint")
+	}
+}
+
+// TestQueryDeviceOnce: the device an id is attached to is asked of the
+// kernel (one QUERY) until an answer names one, then remembered: the
+// Connect, Accept and CreateQP after that cost no command. A pipe stands
+// in for the rdma_cm descriptor: it takes each command and leaves the
+// response zeroed (no device).
+func TestQueryDeviceOnce(t *testing.T) {
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC|unix.O_NONBLOCK); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Close(p[0]); _ = unix.Close(p[1]) })
+	b, err := ucma.NewBuffers()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	// written returns the commands written since the last call.
+	written := func() []ucma.Cmd {
+		var cmds []ucma.Cmd
+		buf := make([]byte, 4096)
+		n, _ := unix.Read(p[0], buf)
+		for msg := buf[:max(n, 0)]; len(msg) > 0; {
+			h, err := ucma.DecodeHeader(msg)
+			if err != nil || len(msg) < ucma.HeaderSize+int(h.In) {
+				t.Fatalf("bad command bytes %x", msg)
+			}
+			cmds = append(cmds, h.Cmd)
+			msg = msg[ucma.HeaderSize+int(h.In):]
+		}
+		return cmds
+	}
+	ep := &endpoint{f: New(WithDevicePath(filepath.Join(t.TempDir(), "none"))), ps: fabric.PSTCP}
+	for i := range 2 {
+		guid, _, _, err := ep.queryDevice(p[1], b)
+		if err != nil || guid != 0 {
+			t.Fatalf("unattached id, query %d: GUID %x, %v", i, guid, err)
+		}
+		if cmds := written(); len(cmds) != 1 {
+			t.Fatalf("unattached id, query %d: commands %v, want one query", i, cmds)
+		}
+	}
+	ep.dev = devRef{guid: 0x1234, index: 3, port: 2}
+	guid, index, port, err := ep.queryDevice(p[1], b)
+	if err != nil || guid != 0x1234 || index != 3 || port != 2 {
+		t.Fatalf("attached id: %x %d %d, %v", guid, index, port, err)
+	}
+	cp, err := ep.connParam(p[1], b, &fabric.ConnParam{ResponderResources: 0xFF, InitiatorDepth: 0xFF, QPNum: 9}, false)
+	if err != nil || cp.Valid != 1 || cp.QPNum != 9 || cp.ResponderResources != defaultRdAtom || cp.InitiatorDepth != defaultRdAtom {
+		t.Fatalf("connParam of an attached id: %+v, %v", cp, err)
+	}
+	if cmds := written(); len(cmds) != 0 {
+		t.Fatalf("attached id: commands %v, want none", cmds)
 	}
 }

@@ -69,6 +69,7 @@ type vqp struct {
 	sqMu      sync.Mutex
 	prov      provider.QP // send side under sqMu, receive side under rqMu
 	state     qpState     // written under sqMu and rqMu
+	inErr     bool        // a MODIFY_QP to ERR succeeded (under sqMu and rqMu)
 	pendingDB bool
 	destroyed bool
 	bells     sync.WaitGroup // doorbells being rung (added to under sqMu while not destroyed)
@@ -372,8 +373,13 @@ func (q *vqp) toErr(state uint8) {
 	if q.destroyed {
 		return
 	}
-	if q.state != qpErr || state == uverbs.QPStateErr {
-		_ = q.modify(uverbs.QPAttrState, &uverbs.QPAttr{State: state})
+	// A QP the fabric moved to ERR stays there (nothing here moves it to
+	// RESET), so the second ERR of a disconnect (rdma_disconnect's, then
+	// DISCONNECTED's, in either order) needs no MODIFY_QP; after an SQD or
+	// a failed modify, ERR is still written.
+	if !q.inErr && (q.state != qpErr || state == uverbs.QPStateErr) {
+		err := q.modify(uverbs.QPAttrState, &uverbs.QPAttr{State: state})
+		q.inErr = err == nil && state == uverbs.QPStateErr
 	}
 	q.state = qpErr
 	q.pendingDB = false

@@ -99,6 +99,8 @@ type simKernel struct {
 	armed   map[uint32]bool
 	doorbel atomic.Int64
 	cmds    atomic.Int64 // commands written, doorbells included
+	mods    []uint8      // the states of the MODIFY_QPs written, under mu
+	modErr  error        // what MODIFY_QP returns, under mu
 	// onDoorbell, when set, runs within each doorbell's write, as the
 	// driver's requester runs within it.
 	onDoorbell func()
@@ -188,6 +190,12 @@ func (s *simKernel) command(msg []byte) error {
 			s.onDoorbell()
 		}
 		s.sendAllLocked()
+	case uverbs.CmdModifyQP:
+		if handle := binary.NativeEndian.Uint32(msg[uverbs.HeaderSize+64:]); handle != simQP {
+			s.t.Errorf("MODIFY_QP of QP %d", handle)
+		}
+		s.mods = append(s.mods, msg[uverbs.HeaderSize+96])
+		return s.modErr
 	default:
 		s.t.Errorf("unexpected command %v", h.Cmd)
 	}

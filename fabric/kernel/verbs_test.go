@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -744,5 +745,61 @@ func TestVerbsCQOnClose(t *testing.T) {
 	cq.close()
 	if late || ran != 1 {
 		t.Fatal("hooks ran again on a second close")
+	}
+}
+
+// TestVerbsErrStateOnce: the QP is moved to ERR once per connection end.
+// A disconnect moves it there (rdma_disconnect) and DISCONNECTED does
+// again (in either order), so the second needs no MODIFY_QP; on iWARP the
+// disconnect's SQD is still followed by ERR, and an ERR the kernel refused
+// is tried again by the next one.
+func TestVerbsErrStateOnce(t *testing.T) {
+	const sqd, errState = uverbs.QPStateSQD, uverbs.QPStateErr
+	refused := errors.New("refused")
+	tests := []struct {
+		name  string
+		iwarp bool
+		steps []string // "disconnect", "event", "refuse", "accept"
+		want  []uint8  // the MODIFY_QP states written
+	}{
+		{"disconnect then DISCONNECTED", false, []string{"disconnect", "event"}, []uint8{errState}},
+		{"DISCONNECTED then disconnect", false, []string{"event", "disconnect", "event"}, []uint8{errState}},
+		{"iWARP: SQD then ERR", true, []string{"disconnect", "event", "event", "disconnect"}, []uint8{sqd, errState}},
+		{"refused ERR is retried", false, []string{"refuse", "disconnect", "accept", "event", "event"}, []uint8{errState, errState}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSim(t, false, qpRTS)
+			s.vd.ctx.SetFakeExec(s.command)
+			s.vd.iwarp = tc.iwarp
+			q := s.q
+			for _, st := range tc.steps {
+				switch st {
+				case "disconnect":
+					q.shutdown()
+				case "event":
+					q.fail()
+				case "refuse", "accept":
+					s.mu.Lock()
+					s.modErr = nil
+					if st == "refuse" {
+						s.modErr = refused
+					}
+					s.mu.Unlock()
+				}
+			}
+			s.mu.Lock()
+			got := append([]uint8(nil), s.mods...)
+			s.mu.Unlock()
+			if !slices.Equal(got, tc.want) {
+				t.Fatalf("MODIFY_QP states %v, want %v", got, tc.want)
+			}
+			q.sqMu.Lock()
+			st := q.state
+			q.sqMu.Unlock()
+			if st != qpErr {
+				t.Fatalf("state %d, want qpErr", st)
+			}
+		})
 	}
 }

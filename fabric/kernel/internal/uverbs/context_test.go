@@ -69,6 +69,30 @@ func TestFakeDoorbell(t *testing.T) {
 	}
 }
 
+// Exec on a fake context fails with ErrClosed until SetFakeExec, then
+// hands the encoded command to the function and returns its error.
+func TestFakeExec(t *testing.T) {
+	c := NewFakeContext(func([]byte) error { return nil }, -1)
+	if _, err := c.Exec(&ModifyQP{Handle: 7}); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Exec without SetFakeExec: %v, want ErrClosed", err)
+	}
+	var got []byte
+	var fail error = syscall.EINVAL
+	c.SetFakeExec(func(m []byte) error { got = append([]byte(nil), m...); return fail })
+	if _, err := c.Exec(&ModifyQP{Handle: 7, Attr: QPAttr{State: QPStateErr}}); !errors.Is(err, syscall.EINVAL) {
+		t.Fatalf("Exec: %v, want the function's EINVAL", err)
+	}
+	h, err := DecodeHeader(got)
+	if err != nil || h.Cmd != CmdModifyQP || len(got) != HeaderSize+modifyQPSize ||
+		ne.Uint32(got[HeaderSize+64:]) != 7 || got[HeaderSize+96] != QPStateErr {
+		t.Fatalf("command %x (%v)", got, err)
+	}
+	fail = nil
+	if r, err := c.Exec(&ModifyQP{Handle: 7}); err != nil || len(r) != 0 {
+		t.Fatalf("Exec: %x, %v", r, err)
+	}
+}
+
 func (c *PostSend) mustEncode(t *testing.T) []byte {
 	t.Helper()
 	b := make([]byte, PostSendSize)
