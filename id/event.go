@@ -151,12 +151,7 @@ func (ev *Event) count() {
 // acknowledges events the user never got, and a synchronous id's events.
 func (ev *Event) settle() bool {
 	if ev.pooled {
-		if ev.counted {
-			return false
-		}
-		ev.counted = true
-		ev.count()
-		return true
+		return ev.countOnce()
 	}
 	for {
 		s := ev.st.Load()
@@ -389,11 +384,8 @@ func (ev *Event) Handle(h Handler) (err error) {
 			owner.endHandler()
 		}
 		ev.inHandler = false
-		if ev.pooled { // finish's first case, written out: a call fewer per event
-			if !ev.counted {
-				ev.counted = true
-				ev.count()
-			}
+		if ev.pooled { // finish's first case, inlined: a call fewer per event
+			ev.countOnce()
 		} else {
 			ev.finish()
 		}
@@ -416,13 +408,23 @@ func (ev *Event) Handle(h Handler) (err error) {
 	return err
 }
 
+// countOnce counts a library event's acknowledgement, once (counted is
+// evCounted's part for a pooled event), and reports whether this call did.
+// Small enough to inline, so that Handle's deferred end pays no call for
+// it.
+func (ev *Event) countOnce() bool {
+	if ev.counted {
+		return false
+	}
+	ev.counted = true
+	ev.count()
+	return true
+}
+
 // finish ends Handle: the event is acknowledged and counted (once).
 func (ev *Event) finish() {
 	if ev.pooled {
-		if !ev.counted {
-			ev.counted = true
-			ev.count()
-		}
+		ev.countOnce()
 		return
 	}
 	for {
