@@ -130,20 +130,7 @@ func TestDirectWaitLingerArmedOnce(t *testing.T) {
 	if cli+srv > n/4 {
 		t.Fatalf("the linger timers were armed %d (client) and %d (server) times in %d round trips; want about once", cli, srv, n)
 	}
-	buf := make([]byte, 64)
-	if err := p.cli.qp.PostRecv(&id.RecvWR{WRID: 3, Buf: buf, MR: reg(t, p.cli, buf, id.AccessLocalWrite)}); err != nil {
-		t.Fatal(err)
-	}
-	sb := pattern(64, 9)
-	if err := p.srv.qp.PostSend(&id.SendWR{Opcode: id.WRSend, Buf: sb, MR: reg(t, p.srv, sb, id.AccessLocalWrite)}); err != nil {
-		t.Fatal(err)
-	}
-	var wc [1]id.WC
-	waitFor(t, func() bool { return p.cli.qp.RecvCQ().Poll(wc[:]) == 1 })
-	if wc[0].WRID != 3 || wc[0].Status != id.WCSuccess {
-		t.Fatalf("completion %+v", wc[0])
-	}
-	sameBytes(t, buf, sb)
+	sendUnwaited(t, p, 9, nil)
 	// And the claims go back once nothing more comes.
 	waitFor(t, func() bool {
 		return !soft.DirectClaimed(p.cli.id.Endpoint()) && !soft.DirectClaimed(p.srv.id.Endpoint())
@@ -286,21 +273,9 @@ func TestDirectWaitGivesBack(t *testing.T) {
 	p := newPair(t, pairOpts{})
 	defer p.close()
 	pingPongN(t, p, context.Background(), 5)
-	buf := make([]byte, 64)
-	if err := p.cli.qp.PostRecv(&id.RecvWR{WRID: 3, Buf: buf, MR: reg(t, p.cli, buf, id.AccessLocalWrite)}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, func() bool { return !soft.DirectClaimed(p.cli.id.Endpoint()) })
-	sb := pattern(64, 7)
-	if err := p.srv.qp.PostSend(&id.SendWR{Opcode: id.WRSend, Buf: sb, MR: reg(t, p.srv, sb, id.AccessLocalWrite)}); err != nil {
-		t.Fatal(err)
-	}
-	var wc [1]id.WC
-	waitFor(t, func() bool { return p.cli.qp.RecvCQ().Poll(wc[:]) == 1 })
-	if wc[0].WRID != 3 || wc[0].Status != id.WCSuccess {
-		t.Fatalf("completion %+v", wc[0])
-	}
-	sameBytes(t, buf, sb)
+	sendUnwaited(t, p, 7, func() {
+		waitFor(t, func() bool { return !soft.DirectClaimed(p.cli.id.Endpoint()) })
+	})
 	// The peer's Disconnect right after a wait, while the claim lingers.
 	pingPongN(t, p, context.Background(), 1)
 	if err := p.srv.id.Disconnect(); err != nil {
@@ -445,4 +420,30 @@ func TestDirectWaitPeerClose(t *testing.T) {
 	p.srvCh.want(t, id.EventDisconnected)
 	p.close()
 	waitFor(t, func() bool { return countFDs(t) <= base })
+}
+
+// sendUnwaited has the server send 64 bytes of pattern seed to a receive
+// the client posts and polls for without waiting on its queue, so that
+// only the loop, or a claim that lingers, can read them: the receive
+// completes with them. between, if not nil, runs after the receive is
+// posted and before the Send.
+func sendUnwaited(t *testing.T, p *rcPair, seed byte, between func()) {
+	t.Helper()
+	buf := make([]byte, 64)
+	if err := p.cli.qp.PostRecv(&id.RecvWR{WRID: 3, Buf: buf, MR: reg(t, p.cli, buf, id.AccessLocalWrite)}); err != nil {
+		t.Fatal(err)
+	}
+	if between != nil {
+		between()
+	}
+	sb := pattern(64, seed)
+	if err := p.srv.qp.PostSend(&id.SendWR{Opcode: id.WRSend, Buf: sb, MR: reg(t, p.srv, sb, id.AccessLocalWrite)}); err != nil {
+		t.Fatal(err)
+	}
+	var wc [1]id.WC
+	waitFor(t, func() bool { return p.cli.qp.RecvCQ().Poll(wc[:]) == 1 })
+	if wc[0].WRID != 3 || wc[0].Status != id.WCSuccess {
+		t.Fatalf("completion %+v", wc[0])
+	}
+	sameBytes(t, buf, sb)
 }
