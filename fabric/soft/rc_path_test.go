@@ -725,29 +725,14 @@ func TestRCMSSReadAtFirstNeed(t *testing.T) {
 			t.Fatal("MSS read as the connection entered RTS")
 		}
 	}
-	send := func(from, to *rcEnd, n int) {
-		t.Helper()
-		in := make([]byte, n)
-		if err := to.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: in, MR: reg(t, to, in, id.AccessLocalWrite)}); err != nil {
-			t.Fatal(err)
-		}
-		msg := pattern(n, byte(n))
-		if err := from.qp.PostSend(&id.SendWR{WRID: 2, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: msg, MR: reg(t, from, msg, 0)}); err != nil {
-			t.Fatal(err)
-		}
-		wantWC(t, comp(t, from.qp.SendCQ()), id.WCSuccess, id.WCSend)
-		wc := comp(t, to.qp.RecvCQ())
-		wantWC(t, wc, id.WCSuccess, id.WCRecv)
-		sameBytes(t, in[:wc.ByteLen], msg)
-	}
-	send(p.cli, p.srv, 24)
-	send(p.srv, p.cli, 64)
+	sendOver(t, p.cli, p.srv, 24, pattern(24, 24))
+	sendOver(t, p.srv, p.cli, 64, pattern(64, 64))
 	for _, e := range ends {
 		if soft.PathMSSRead(e.id.Endpoint()) {
 			t.Fatal("MSS read for messages that fit the least FPDU")
 		}
 	}
-	send(p.cli, p.srv, 256<<10)
+	sendOver(t, p.cli, p.srv, 256<<10, pattern(256<<10, 0))
 	if !soft.PathMSSRead(p.cli.id.Endpoint()) {
 		t.Fatal("a 256 KiB Send did not read the MSS")
 	}
@@ -786,20 +771,26 @@ func TestRCRTRWithoutTxBuffer(t *testing.T) {
 				}
 			}
 			for _, dir := range [][2]*rcEnd{{p.cli, p.srv}, {p.srv, p.cli}} {
-				from, to := dir[0], dir[1]
-				in := make([]byte, 64)
-				if err := to.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: in, MR: reg(t, to, in, id.AccessLocalWrite)}); err != nil {
-					t.Fatal(err)
-				}
-				msg := pattern(48, 7)
-				if err := from.qp.PostSend(&id.SendWR{WRID: 2, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: msg, MR: reg(t, from, msg, 0)}); err != nil {
-					t.Fatal(err)
-				}
-				wantWC(t, comp(t, from.qp.SendCQ()), id.WCSuccess, id.WCSend)
-				wc := comp(t, to.qp.RecvCQ())
-				wantWC(t, wc, id.WCSuccess, id.WCRecv)
-				sameBytes(t, in[:wc.ByteLen], msg)
+				sendOver(t, dir[0], dir[1], 64, pattern(48, 7))
 			}
 		})
 	}
+}
+
+// sendOver sends msg from one end to the other, into a receive of room
+// bytes the receiver posts first: both complete successfully, and the
+// receive holds msg.
+func sendOver(t *testing.T, from, to *rcEnd, room int, msg []byte) {
+	t.Helper()
+	in := make([]byte, room)
+	if err := to.qp.PostRecv(&id.RecvWR{WRID: 1, Buf: in, MR: reg(t, to, in, id.AccessLocalWrite)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := from.qp.PostSend(&id.SendWR{WRID: 2, Opcode: id.WRSend, Flags: id.SendSignaled, Buf: msg, MR: reg(t, from, msg, 0)}); err != nil {
+		t.Fatal(err)
+	}
+	wantWC(t, comp(t, from.qp.SendCQ()), id.WCSuccess, id.WCSend)
+	wc := comp(t, to.qp.RecvCQ())
+	wantWC(t, wc, id.WCSuccess, id.WCRecv)
+	sameBytes(t, in[:wc.ByteLen], msg)
 }
