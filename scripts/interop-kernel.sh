@@ -33,7 +33,7 @@ CGO_ENABLED=0 go build -trimpath -o "$tmp/kcheck" ./test/kcheck
 for e in ucmatose rping udaddy mckey rdma_server rdma_client cmtime; do
 	CGO_ENABLED=0 go build -trimpath -o "$tmp/go-$e" "./examples/$e"
 done
-cp test/vm/kernel.sh test/vm/kernel-verbs.sh test/vm/kernel-bench.sh "$tmp/"
+cp test/vm/kernel.sh test/vm/kernel-verbs.sh test/vm/kernel-bench.sh test/vm/pairs.sh "$tmp/"
 [ -n "${KB_BASE_KCHECK:-}" ] && cp "$KB_BASE_KCHECK" "$tmp/kcheck-base"
 
 # boot NAME SCRIPT ENV: one VM run of a script; fails on any FAIL result,

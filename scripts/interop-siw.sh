@@ -22,6 +22,7 @@ trap 'rm -rf "$dir"' EXIT
 	CGO_ENABLED=0 go build -trimpath -o "$dir/go-rping" ./examples/rping
 	CGO_ENABLED=0 go build -trimpath -o "$dir/go-rdma_server" ./examples/rdma_server
 	CGO_ENABLED=0 go build -trimpath -o "$dir/go-rdma_client" ./examples/rdma_client
+	cp test/vm/pairs.sh "$dir/"
 )
 
 rc=0
