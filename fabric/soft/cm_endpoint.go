@@ -268,20 +268,17 @@ func (ep *endpoint) boundIfindexLocked() int {
 	return ep.dev.ifindex
 }
 
-// ResolveRoute implements fabric.Endpoint.
+// ResolveRoute implements fabric.Endpoint, as the kernel's rdma_resolve_route
+// on an iWARP (or RoCE) device: the route ResolveAddr looked up (source,
+// device, next hop, MTU) is the route, so ROUTE_RESOLVED follows without a
+// second lookup (cma_resolve_iw_route only queues the event; a route that
+// changed since is met by the connection's own TCP).
 func (ep *endpoint) ResolveRoute(time.Duration) error {
 	ep.mu.Lock()
 	defer ep.mu.Unlock()
 	if ep.destroyed || !ep.addrResolved {
 		return einval("resolve_route: address not resolved")
 	}
-	ri, err := ep.f.route(ep.remote.Addr(), ep.local.Addr(), ep.boundIfindexLocked())
-	if err != nil {
-		r := fabric.RawEvent{Type: fabric.EventRouteError, Status: -int32(errnoOf(err))}
-		ep.emitLocked(&r)
-		return nil
-	}
-	ep.gateway, ep.mtu = ri.gateway, ri.mtu
 	ep.routeResolved = true
 	r := fabric.RawEvent{Type: fabric.EventRouteResolved}
 	ep.emitLocked(&r)

@@ -35,14 +35,18 @@ func (t proto) sockType() int {
 // listener takes it over; a UDP binding's is a udPort, which bindings
 // sharing the port with OptionReuseAddr share.
 type binding struct {
+	addr netip.AddrPort // bound address, possibly a wildcard
+	fd   int            // TCP: -1 once taken; UDP: -1
+	ud   *udPort        // UDP: the socket, maybe shared
+	// next is the next binding holding the same port in the port table
+	// (its list, in the order they were added): the table keeps no slice
+	// per port, one allocation per bound id less.
+	next      *binding
 	tr        proto
-	addr      netip.AddrPort // bound address, possibly a wildcard
 	reuse     bool
 	afonly    bool
 	listening bool
-	auto      bool    // the fabric chose the port (bound to port 0)
-	fd        int     // TCP: -1 once taken; UDP: -1
-	ud        *udPort // UDP: the socket, maybe shared
+	auto      bool // the fabric chose the port (bound to port 0)
 }
 
 // sockFD returns the binding's socket (a UDP binding's shared one), or -1
@@ -70,7 +74,7 @@ type portKey struct {
 // ports, with the kernel's conflict rules (cma_check_port).
 type portTable struct {
 	mu sync.Mutex
-	m  map[portKey][]*binding
+	m  map[portKey]*binding // the first binding of each port (binding.next)
 
 	// low and high bound the TCP ports rangePort picks from (WithPortRange,
 	// or tests: export_test.go), and first picks where its scan starts
@@ -86,7 +90,7 @@ type portTable struct {
 // b's SO_REUSEADDR-like option counts (it does not when b starts
 // listening). Called with mu held.
 func (t *portTable) conflictLocked(b *binding, reuse bool) error {
-	for _, cur := range t.m[portKey{b.tr, b.addr.Port()}] {
+	for cur := t.m[portKey{b.tr, b.addr.Port()}]; cur != nil; cur = cur.next {
 		if cur == b {
 			continue
 		}
@@ -107,12 +111,22 @@ func (t *portTable) conflictLocked(b *binding, reuse bool) error {
 	return nil
 }
 
+// addLocked puts b last in its port's list. Called with mu held.
 func (t *portTable) addLocked(b *binding) {
 	if t.m == nil {
-		t.m = make(map[portKey][]*binding)
+		t.m = make(map[portKey]*binding)
 	}
 	k := portKey{b.tr, b.addr.Port()}
-	t.m[k] = append(t.m[k], b)
+	b.next = nil
+	cur := t.m[k]
+	if cur == nil {
+		t.m[k] = b
+		return
+	}
+	for cur.next != nil {
+		cur = cur.next
+	}
+	cur.next = b
 }
 
 // remove releases b's port and closes its socket if nobody took it.
@@ -122,18 +136,21 @@ func (t *portTable) remove(b *binding) {
 	}
 	t.mu.Lock()
 	k := portKey{b.tr, b.addr.Port()}
-	list := t.m[k]
-	for i, cur := range list {
-		if cur == b {
-			list = append(list[:i], list[i+1:]...)
-			break
+	if head := t.m[k]; head == b {
+		if b.next == nil {
+			delete(t.m, k)
+		} else {
+			t.m[k] = b.next
+		}
+	} else {
+		for cur := head; cur != nil; cur = cur.next {
+			if cur.next == b {
+				cur.next = b.next
+				break
+			}
 		}
 	}
-	if len(list) == 0 {
-		delete(t.m, k)
-	} else {
-		t.m[k] = list
-	}
+	b.next = nil
 	fd := b.takeFD()
 	if p := b.ud; p != nil {
 		b.ud = nil
@@ -237,7 +254,7 @@ func (t *portTable) setSocket(b *binding, fd int) {
 // allows it. t.mu is held.
 func (t *portTable) sharedUDPLocked(b *binding) *udPort {
 	a := b.addr.Addr()
-	for _, cur := range t.m[portKey{b.tr, b.addr.Port()}] {
+	for cur := t.m[portKey{b.tr, b.addr.Port()}]; cur != nil; cur = cur.next {
 		p := cur.ud
 		if cur == b || p == nil {
 			continue

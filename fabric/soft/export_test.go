@@ -437,3 +437,11 @@ func PathStart(ep fabric.Endpoint) (done bool, txCap int, ok bool) {
 	})
 	return done, txCap, ok
 }
+
+// CountRouteLookups counts f's routing lookups (route) from now on; call it
+// before f has ids.
+func CountRouteLookups(f *Fabric) *atomic.Int64 {
+	n := new(atomic.Int64)
+	f.testHookRoute = func() { n.Add(1) }
+	return n
+}

@@ -27,6 +27,9 @@ type Fabric struct {
 	// testHookUDSockPosted, set by tests only, runs once a new UD socket's
 	// start is posted to its loop (ep.mu held).
 	testHookUDSockPosted func(l *loop)
+	// testHookRoute, set by tests only before the fabric's first id, runs
+	// at each routing lookup (net_route.go route).
+	testHookRoute func()
 }
 
 type options struct {

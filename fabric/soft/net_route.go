@@ -31,6 +31,9 @@ type routeInfo struct {
 // that interface's link; so does route, asking again bound to oif.
 // Errors carry the kernel's errno (ENETUNREACH, EHOSTUNREACH, ...).
 func (f *Fabric) route(dst, src netip.Addr, oif int) (routeInfo, error) {
+	if h := f.testHookRoute; h != nil {
+		h()
+	}
 	var ri routeInfo
 	if src.IsUnspecified() {
 		src = netip.Addr{}

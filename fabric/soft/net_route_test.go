@@ -214,3 +214,58 @@ func TestRouteCacheEmptiesWithMonitor(t *testing.T) {
 		t.Fatalf("after a rule made while no monitor ran: errno %d (%v), want ETIMEDOUT", got, got)
 	}
 }
+
+// TestResolveRouteNoSecondLookup: route resolution is the kernel's for an
+// iWARP device (cma_resolve_iw_route only queues ROUTE_RESOLVED): the route
+// ResolveAddr looked up is the route, so ResolveRoute makes no routing
+// lookup of its own and leaves the resolved route as it was, for each
+// kind of id. It made a second lookup (a poll of the address monitor or
+// an RTM_GETROUTE) per connection before.
+func TestResolveRouteNoSecondLookup(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		ps   id.PortSpace
+		dst  string
+	}{
+		{"tcp v4", id.PSTCP, "127.0.0.1:7471"},
+		{"tcp v6", id.PSTCP, "[::1]:7471"},
+		{"udp v4", id.PSUDP, "127.0.0.1:7471"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := soft.New()
+			defer f.Quiesce()
+			lookups := soft.CountRouteLookups(f)
+			ch := newChannel(t, f)
+			cm := mkID(t, ch, nil, c.ps)
+			defer destroy(cm)
+			dst := netip.MustParseAddrPort(c.dst)
+			if err := cm.ResolveAddr(netip.AddrPort{}, dst, time.Second); err != nil {
+				if dst.Addr().Is6() && errors.Is(err, syscall.ENETUNREACH) {
+					t.Skip("no IPv6 loopback")
+				}
+				t.Fatal(err)
+			}
+			ack(t, next(t, ch, id.EventAddrResolved))
+			if n := lookups.Load(); n != 1 {
+				t.Fatalf("resolve_addr made %d routing lookups, want 1", n)
+			}
+			before := cm.Route()
+			if err := cm.ResolveRoute(time.Second); err != nil {
+				t.Fatal(err)
+			}
+			ack(t, next(t, ch, id.EventRouteResolved))
+			if n := lookups.Load(); n != 1 {
+				t.Errorf("resolve_route made %d routing lookups, want none", n-1)
+			}
+			// The same route, now with its path.
+			want := before
+			want.NumPaths = 1
+			if after := cm.Route(); after != want {
+				t.Errorf("route %+v after resolve_route, %+v after resolve_addr", after, before)
+			}
+			if before.Src.Addr() != dst.Addr() || before.Dst != dst || before.MTU <= 0 {
+				t.Errorf("resolved route %+v, want %v to itself with an MTU", before, dst)
+			}
+		})
+	}
+}
