@@ -33,11 +33,16 @@ import (
 )
 
 const (
-	// predictFPDUs bounds the FPDUs predicted per read.
-	predictFPDUs = 8
-	// predictMax bounds the bytes one predicted read asks for (about a
-	// 256 KiB bufio.Reader's read, the baseline of the streaming bench).
-	predictMax = 256 << 10
+	// predictFPDUs bounds the FPDUs predicted per read: a 1 MiB message
+	// in loopback's FPDUs (about 32 KiB) fits one read.
+	predictFPDUs = 32
+	// predictMax bounds the bytes one predicted read asks for: a 1 MiB
+	// message, as the streaming bench's TCP baseline reads it (its
+	// bufio.Reader hands a read of 1 MiB straight to read(2)). At 256
+	// KiB a read, a stream of 1 MiB messages took 4-5 readv(2) a MiB to
+	// TCP's 2 read(2), and the waiter parked and woke more often
+	// (finding 34 in BENCHMARKS.md).
+	predictMax = 1 << 20
 	// predictTB is rxDirect.tb's size: the previous FPDU's pad (up to
 	// 3) and CRC, then the length field and an untagged header.
 	predictTB = 3 + iwarp.CRCLen + iwarp.LengthFieldLen + iwarp.UntaggedHeaderLen
