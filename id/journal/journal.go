@@ -252,9 +252,10 @@ func (j *Journal) AddAt(r Record, at Stamp) uint64 {
 // The fields go straight into the record's slot: a Record built in the
 // caller's frame with a store per field and then passed by value was
 // copied twice in 16-byte loads, each spanning several of those stores,
-// which the CPU cannot forward (a stall of some 10 cycles each; a tenth of
-// an inline reactor dispatch: BENCHMARKS.md, "What is slow and why",
-// finding 31). Observers get the same Record as AddAt's.
+// which the CPU cannot forward (a stall of some 10 cycles each; the
+// profile put a tenth of an inline reactor dispatch's samples after them:
+// BENCHMARKS.md, "What is slow and why", finding 31). Observers get the
+// same Record as AddAt's.
 func (j *Journal) AddEventAt(id, channel uint64, qp fabric.QPType, typ fabric.EventType, status int32, state State, at Stamp) uint64 {
 	t := j.time(at)
 	seq := j.seq.Add(1)
