@@ -56,11 +56,13 @@ func (dc *drainChannel) inject(t *testing.T, n int) {
 	}
 }
 
-// looks returns the loop's epoll waits so far, read on the loop.
+// looksForTest returns the loop's epoll waits so far, read by a task on
+// the loop (not with call, which does not wait while the loop runs
+// inline handlers: the last event's may not have returned yet).
 func (r *Reactor) looksForTest() uint64 {
-	var n uint64
-	r.call(func() { n = r.l.Looks() })
-	return n
+	n := make(chan uint64, 1)
+	r.post(func() { n <- r.l.Looks() })
+	return <-n
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
