@@ -370,8 +370,7 @@ func commitClaimed(ev *Event, c Claim, typ EventType, status int32, at journal.S
 		return false
 	}
 	id.state = journal.AfterEvent(id.state, typ, id.qpType)
-	rec := journal.Record{ID: id.uid, Channel: id.chNum, Kind: journal.KindEvent, QPType: id.qpType, Event: typ, Status: status, State: id.state}
-	ev.Seq = id.journal.AddAt(rec, at)
+	ev.Seq = id.journal.AddEventAt(id.uid, id.chNum, id.qpType, typ, status, id.state, at)
 	id.mu.Unlock()
 	return true
 }

@@ -7,7 +7,9 @@
 //
 // Each registered channel has a handler (an id.Handler, typically a
 // handlers.Mux). When a channel's descriptor is readable the loop takes up
-// to Options.Batch events from it and dispatches each: inline, the handler
+// to Options.Batch events from it (and, while the channel is the loop's
+// only registration and no task waits, batch after batch without a wait)
+// and dispatches each: inline, the handler
 // runs on the loop goroutine; with workers, the batch is appended to a
 // mailbox per id (under one lock per batch, not per event) and a worker
 // drains the mailbox, so the events of one id are always handled one at a

@@ -29,10 +29,11 @@ import (
 //     frequent pauses (OnOverload, Stats.Overloads) mean the handlers are
 //     too slow for the load, and more Workers, or more reactors, are the
 //     answer, not a larger bound.
-//   - Batch is how many events one channel gives per readiness report. The
-//     default (64) already amortizes the loop's wait: 256 measured no
-//     faster with all ids on one channel (BenchmarkDispatchInlineBatch256).
-//     Lower it only to share the loop more fairly among many busy channels.
+//   - Batch is how many events one channel gives per readiness report
+//     when the loop has other registrations (or tasks) to turn to; a
+//     channel alone on its reactor is read batch after batch without a
+//     wait. Lower it only to share the loop more fairly among many busy
+//     channels.
 //   - OnOverload (or OnError, for ErrOverload) should count and alert, not
 //     log per event; Logger receives anomalies only.
 //
@@ -49,7 +50,9 @@ type Options struct {
 	// past it the reactor stops reading until half are handled. Default 4096.
 	MaxPending int
 	// Batch is how many events the loop takes from one channel per
-	// readiness report, for fairness between channels. Default 64.
+	// readiness report, for fairness between channels; a channel alone
+	// on the reactor (no other registration, no task queued) is read
+	// batch after batch without a wait. Default 64.
 	Batch int
 	// Logger receives anomalies (panics, overload, epoll errors), never a
 	// line per event; entries carry component=reactor. Default

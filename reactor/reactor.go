@@ -51,6 +51,8 @@ type registration struct {
 	stop    func() bool // cancels the channel's OnClose hook (under regMu)
 	removed atomic.Bool
 	closed  atomic.Bool // pfd is closed
+
+	attached bool // the loop attached it and has not forgotten it (loop-owned; see Reactor.regs)
 }
 
 // closeNotifier is implemented by channels and completion queues that say
@@ -90,7 +92,13 @@ type Reactor struct {
 	byCQ  map[id.CQ]*registration    // registered completion queues
 	live  map[*registration]struct{} // registrations whose pfd is open
 
+	// queued counts the tasks posted to the loop (post, call) that have
+	// not begun: with none, and one registration, a full batch needs no
+	// wait before the next (alone).
+	queued atomic.Int32
+
 	// loop-owned
+	regs   int             // registrations attached to the loop and not forgotten
 	raw    fabric.RawEvent // id.TakeEvent's buffer
 	ev     *id.Event       // the inline loop's event (id.TakeEventInto): one at a time, never pooled
 	paused bool
@@ -169,14 +177,34 @@ func New(opts ...Option) (*Reactor, error) {
 }
 
 // post queues fn for the loop goroutine; once the loop has exited it does
-// nothing (the loop's exit released what tasks would have).
-func (r *Reactor) post(fn func()) { r.l.Post(fn) }
+// nothing (the loop's exit released what tasks would have). The task is
+// counted in queued until it begins (alone).
+func (r *Reactor) post(fn func()) {
+	r.queued.Add(1)
+	if !r.l.Post(func() { r.queued.Add(-1); fn() }) {
+		r.queued.Add(-1)
+	}
+}
 
 // call runs fn on the loop and waits, unless the caller is an inline
 // handler (which runs on the loop: waiting would deadlock), in which case
 // fn runs when the handler returns (dispatch marks inline handlers for the
-// loop's Call).
-func (r *Reactor) call(fn func()) { r.l.Call(fn) }
+// loop's Call). It is counted in queued as post's tasks are.
+func (r *Reactor) call(fn func()) {
+	r.queued.Add(1)
+	if !r.l.Call(func() { r.queued.Add(-1); fn() }) {
+		r.queued.Add(-1)
+	}
+}
+
+// alone reports whether the loop has nothing to do but read its one
+// registration: no other is attached and no task waits. A drain that took
+// a full batch then takes the next at once: Batch shares the loop among
+// registrations (and with tasks), and with none to share it with, the
+// wait for the next readiness report (an epoll_wait system call per
+// batch) was a twentieth of an inline dispatch (BENCHMARKS.md, "What is
+// slow and why", finding 31). Loop only.
+func (r *Reactor) alone() bool { return r.regs == 1 && r.queued.Load() == 0 }
 
 // Register adds a channel: its events go to h. A channel can be registered
 // once. It may be called from a handler. A nil channel or handler (also a
@@ -269,6 +297,8 @@ func (r *Reactor) add(reg *registration, open, fresh func() bool, record func())
 	r.post(func() {
 		if !reg.removed.Load() {
 			r.l.Attach(reg.pfd, reg.gen, reg)
+			reg.attached = true
+			r.regs++
 			if !r.paused { // resume arms it otherwise
 				if err := r.l.Modify(reg.pfd, reg.gen, poll.In); err != nil {
 					r.log.Warn().Err(err).Int("fd", reg.fd).Msg("epoll arm")
@@ -406,6 +436,10 @@ func (r *Reactor) dropClosed(reg *registration) {
 // duplicate).
 func (r *Reactor) forget(reg *registration) {
 	reg.removed.Store(true)
+	if reg.attached {
+		reg.attached = false
+		r.regs--
+	}
 	if reg.closed.Load() {
 		return
 	}
@@ -441,7 +475,9 @@ func (r *Reactor) exit() {
 
 // drain takes up to Batch events from a readable channel and dispatches
 // them, pausing when MaxPending is reached. With workers, the batch goes to
-// the mailboxes under one hold of mbMu. It returns how many it took.
+// the mailboxes under one hold of mbMu. A full batch is followed by the
+// next, without a wait, while the loop is alone with the channel. It
+// returns how many it took.
 func (r *Reactor) drain(reg *registration) int {
 	if reg.cq != nil {
 		return r.drainCQ(reg)
@@ -449,6 +485,19 @@ func (r *Reactor) drain(reg *registration) int {
 	if r.opts.Workers == 0 {
 		return r.drainInline(reg)
 	}
+	n := 0
+	for {
+		k := r.drainBatch(reg)
+		n += k
+		if k < r.opts.Batch || r.paused || !r.alone() {
+			return n
+		}
+	}
+}
+
+// drainBatch is drain's one batch with workers: up to Batch events taken,
+// claimed and handed to the mailboxes. It returns how many it took.
+func (r *Reactor) drainBatch(reg *registration) int {
 	// The batch is counted pending once, before the workers can see it:
 	// one atomic operation on a counter the workers write too, instead of
 	// one per event. seen is pending as last read (only workers change it
@@ -495,25 +544,33 @@ func (r *Reactor) drain(reg *registration) int {
 }
 
 // drainInline takes up to Batch events from a readable channel and runs
-// their handlers on the loop, one after the other. The batch counts as one
-// pending event (inline, no more than one is ever taken and not handled),
-// and is marked inline once: per event, that is four atomic operations
-// fewer than counting and marking each (BENCHMARKS.md, "What is slow and
-// why"). MaxPending does not apply: nothing waits. The journal's clock is
-// read once for the batch too: its events' records share that time, or a
-// later record's (journal.Journal.AddAt), so a record's time may precede
-// the event's by the batch's earlier handlers.
+// their handlers on the loop, one after the other, and another Batch
+// while the last was full and the loop is alone with the channel. The
+// call counts as one pending event (inline, no more than one is ever taken
+// and not handled), and is marked inline once: per event, that is four
+// atomic operations fewer than counting and marking each (BENCHMARKS.md,
+// "What is slow and why"). MaxPending does not apply: nothing waits. The
+// journal's clock is read once per batch too: its events' records share
+// that time, or a later record's (journal.Journal.AddAt), so a record's
+// time may precede the event's by the batch's earlier handlers.
 func (r *Reactor) drainInline(reg *registration) int {
 	r.pending.Add(1)
 	r.l.InlineBegin()
-	n, at := 0, journal.Now()
-	for more := true; more; {
-		var k int
-		k, more = r.handleInline(reg, at, r.opts.Batch-n)
+	n := 0
+	for {
+		k, at := 0, journal.Now()
+		for more := true; more; {
+			var j int
+			j, more = r.handleInline(reg, at, r.opts.Batch-k)
+			k += j
+		}
 		n += k
+		r.stats.events.Add(uint64(k))
+		if k < r.opts.Batch || !r.alone() {
+			break
+		}
 	}
 	r.l.InlineEnd()
-	r.stats.events.Add(uint64(n))
 	r.handled(1)
 	return n
 }

@@ -8,11 +8,15 @@ import (
 
 // LatencySampling is how often the reactor times a handler: one event in
 // LatencySampling (those whose journal sequence number is a multiple of
-// it) and one work completion in LatencySampling. Reading the clock twice
-// for every event would cost more than a tenth of a dispatch; one in 16
-// costs under one percent and still gives a histogram whose quantiles and
-// mean are those of all handlers.
-const LatencySampling = 16
+// it) and one work completion in LatencySampling. A clock reading costs
+// 30-100 ns on the virtual machines this project is measured on (vDSO
+// clock_gettime; a quarter to half of an inline dispatch): reading it
+// twice for every event would double the dispatch, and one in 16 cost 4
+// to 12 ns per event (BENCHMARKS.md, "What is slow and why", finding 31).
+// One in 64 costs 1-3 ns and still gives a histogram whose quantiles and
+// mean are those of all handlers (a reactor dispatching a thousand events
+// a second times some 15 a second).
+const LatencySampling = 64
 
 // latencyBuckets is how many finite buckets the handler latency histogram
 // has: upper bounds 2^10 ns (1.024 µs) to 2^30 ns (1.07 s), doubling.

@@ -229,18 +229,7 @@ func (j *Journal) Add(r Record) uint64 { return j.AddAt(r, Now()) }
 // never makes the journal's times go backwards: records of one batch share
 // a time, or take a later record's.
 func (j *Journal) AddAt(r Record, at Stamp) uint64 {
-	t := j.baseWall + int64(at-j.base)
-	for {
-		l := j.last.Load()
-		if t <= l {
-			t = l
-			break
-		}
-		if j.last.CompareAndSwap(l, t) {
-			break
-		}
-	}
-	r.Time = t
+	r.Time = j.time(at)
 	r.Seq = j.seq.Add(1)
 	s := j.slotOf(r.Seq)
 	s.lock()
@@ -254,6 +243,51 @@ func (j *Journal) AddAt(r Record, at Stamp) uint64 {
 		}
 	}
 	return r.Seq
+}
+
+// AddEventAt is AddAt for the record of an event (Kind KindEvent, no
+// Parent, no Call), its fields passed one by one: id (the id's handle),
+// channel, the QP type, the event's type and status and the id's state
+// after it. It is how package id journals the events a runtime delivers.
+// The fields go straight into the record's slot: a Record built in the
+// caller's frame with a store per field and then passed by value was
+// copied twice in 16-byte loads, each spanning several of those stores,
+// which the CPU cannot forward (a stall of some 10 cycles each; the
+// profile put a tenth of an inline reactor dispatch's samples after them:
+// BENCHMARKS.md, "What is slow and why", finding 31). Observers get the
+// same Record as AddAt's.
+func (j *Journal) AddEventAt(id, channel uint64, qp fabric.QPType, typ fabric.EventType, status int32, state State, at Stamp) uint64 {
+	t := j.time(at)
+	seq := j.seq.Add(1)
+	s := j.slotOf(seq)
+	s.lock()
+	if w := &s.rec; w.Seq < seq { // else a writer a full ring ahead got here first
+		w.Seq, w.Time, w.ID, w.Parent, w.Channel = seq, t, id, 0, channel
+		w.Kind, w.QPType, w.Call, w.Event, w.Status, w.State = KindEvent, qp, 0, typ, status, state
+	}
+	s.unlock()
+	if obs := j.observers.Load(); obs != nil {
+		r := Record{Seq: seq, Time: t, ID: id, Channel: channel, Kind: KindEvent, QPType: qp, Event: typ, Status: status, State: state}
+		for _, o := range *obs {
+			o.fn(r)
+		}
+	}
+	return seq
+}
+
+// time turns a clock reading into a record's Time, raised to the latest
+// Time the journal has given a record (and raising that).
+func (j *Journal) time(at Stamp) int64 {
+	t := j.baseWall + int64(at-j.base)
+	for {
+		l := j.last.Load()
+		if t <= l {
+			return l
+		}
+		if j.last.CompareAndSwap(l, t) {
+			return t
+		}
+	}
 }
 
 // Dropped returns how many records were overwritten: added, but no longer

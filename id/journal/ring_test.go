@@ -157,3 +157,59 @@ func TestAddAtSharesOneReadingNeverBackwards(t *testing.T) {
 		}
 	}
 }
+
+// TestAddEventAtIsAddAt: an event's record added field by field
+// (AddEventAt) is the record AddAt makes of the same fields, in the ring
+// and for observers (Kind KindEvent, no Parent, no Call), whatever the slot
+// held before (a ring of 2 written over several times, with records whose
+// Parent and Call are set); its time follows AddAt's rule, and it is
+// whole when readers copy it while writers add (the ring of 1 under
+// TestAddConcurrentWithReaders' check, here with AddEventAt).
+func TestAddEventAtIsAddAt(t *testing.T) {
+	j := New(2)
+	var seen []Record
+	stop := j.Observe(func(r Record) { seen = append(seen, r) })
+	defer stop()
+	at := Now()
+	for k := uint64(1); k <= 5; k++ {
+		// A call record with every field set, then an event's.
+		j.AddAt(Record{ID: 100 + k, Parent: 7, Channel: 8, Kind: KindCall, QPType: 2, Call: CallConnect, Status: -5, State: StateConnect}, at)
+		want := Record{ID: k, Channel: 40 + k, Kind: KindEvent, QPType: 1, Event: 9, Status: int32(-k), State: StateConnectResponse}
+		seq := j.AddEventAt(want.ID, want.Channel, want.QPType, want.Event, want.Status, want.State, at)
+		recs := j.Records()
+		want.Seq, want.Time = seq, recs[0].Time
+		if len(recs) != 2 || recs[1] != want {
+			t.Fatalf("round %d: records %+v, want the event's %+v last", k, recs, want)
+		}
+		if got := seen[len(seen)-1]; got != want {
+			t.Fatalf("round %d: observed %+v, want %+v", k, got, want)
+		}
+	}
+
+	// Writers and readers at once on a ring of 1: each record read is
+	// one writer's.
+	j = New(1)
+	var wg sync.WaitGroup
+	var done atomic.Bool
+	for g := uint64(1); g <= 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := uint64(1); k <= 2000; k++ {
+				j.AddEventAt(g, g*1_000_000+k, 1, 9, int32(k), StateConnectResponse, Now())
+			}
+		}()
+	}
+	go func() { wg.Wait(); done.Store(true) }()
+	for !done.Load() {
+		for _, r := range j.Select(nil) {
+			if r.Channel/1_000_000 != r.ID || int32(r.Channel%1_000_000) != r.Status || r.Kind != KindEvent {
+				t.Fatalf("torn record %+v", r)
+			}
+		}
+		runtime.Gosched()
+	}
+	if j.Len() != 8000 {
+		t.Fatalf("len %d, want 8000", j.Len())
+	}
+}

@@ -23,11 +23,18 @@ var ErrClosed = fmt.Errorf("%w: %w", fabric.ErrClosed, syscall.EBADF)
 // Its eventfd is opened, and kept in step, from the first call of Fd on: a
 // channel nobody polls (a synchronous id's private one) makes no system
 // call per event. Fd is -1 once the queue is closed.
+//
+// Pop and PopN move an event out with Move: the slot is copied whole and
+// only its pointers are cleared, if it holds any, rather than zeroed: the
+// pushing goroutine wrote those lines (often on the other CPU), and six
+// lines of zeros per event took them back from it for nothing, a push
+// overwriting the whole slot anyway (BENCHMARKS.md, "What is slow and
+// why", finding 31).
 type Queue = ring.Queue[fabric.RawEvent]
 
 // New returns an empty queue. It does not fail; the error is kept for the
 // callers written when it opened its eventfd at once.
-func New() (*Queue, error) { return ring.NewQueue[fabric.RawEvent](8, ErrClosed), nil }
+func New() (*Queue, error) { return ring.NewQueueMove[fabric.RawEvent](8, ErrClosed, Move), nil }
 
 // IsClosed reports whether err says the queue was closed.
 func IsClosed(err error) bool { return errors.Is(err, ErrClosed) }

@@ -30,6 +30,22 @@ func Copy(d, r *fabric.RawEvent) {
 	copy(d.PrivateData[:n], r.PrivateData[:n])
 }
 
+// Move is the queue's pop (ring.NewQueueMove): *r copied whole into *d,
+// then the pointers r holds (the new endpoint, the multicast group's)
+// cleared, each only if it is set, so that the slot keeps nothing
+// reachable; nothing else of r is written (most events hold no pointer:
+// their slot is only read). A push overwrites the whole slot.
+// TestMoveEveryField sets each field in turn.
+func Move(d, r *fabric.RawEvent) {
+	*d = *r
+	if r.Child != nil {
+		r.Child = nil
+	}
+	if r.Group != (netip.Addr{}) {
+		r.Group = netip.Addr{}
+	}
+}
+
 // Brief reports whether a raw event carries nothing but its uid, type,
 // status and argument: every other field zero, no private data (bytes
 // past PrivateDataLen do not count).

@@ -205,3 +205,33 @@ func TestAHZeroEveryBit(t *testing.T) {
 
 // probe is TestAHZeroEveryBit's AH (addressable, for reflection).
 var probe fabric.AHAttr
+
+// TestMoveEveryField: the queue's pop moves every field (and the whole
+// private data) out, clears the pointers the slot held and writes nothing
+// else of it, each field set in turn through reflection.
+func TestMoveEveryField(t *testing.T) {
+	n := 0
+	leaves(reflect.ValueOf(&fabric.RawEvent{}).Elem(), "RawEvent", func(_ reflect.Value, p string) {
+		n++
+		var src fabric.RawEvent
+		src.PrivateData[len(src.PrivateData)-1] = 3 // past the length: moved too
+		f := reflect.ValueOf(&src).Elem().FieldByIndex(fieldIndex(t, p))
+		if !setLeaf(f, 5) {
+			t.Fatalf("%s: kind %s: teach setLeaf", p, f.Kind())
+		}
+		slot := src
+		dst := fabric.RawEvent{UID: 99, Child: testEndpoint{n: 1}, PrivateDataLen: 7} // an earlier event's
+		Move(&dst, &slot)
+		if dst != src {
+			t.Errorf("Move with %s set: got %+v, want %+v", p, dst, src)
+		}
+		want := src
+		want.Child, want.Group = nil, netip.Addr{}
+		if slot != want {
+			t.Errorf("Move with %s set left the slot %+v, want %+v (its pointers cleared, nothing else written)", p, slot, want)
+		}
+	})
+	if n < 21 {
+		t.Fatalf("only %d fields walked", n)
+	}
+}

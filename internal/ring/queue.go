@@ -45,6 +45,8 @@ type Queue[T any] struct {
 	efd     *poll.EventFD // nil until Fd
 	waiters int           // goroutines blocked in Pop or Wait: only they need the token
 	closed  bool
+
+	move func(dst, src *T) // Pop's and PopN's move out of a slot (NewQueueMove), or nil: copy and clear
 }
 
 // NewQueue returns an empty queue whose ring starts with room for size
@@ -55,6 +57,30 @@ func NewQueue[T any](size int, errClosed error) *Queue[T] {
 		errClosed = ErrClosed
 	}
 	return &Queue[T]{errClosed: errClosed, signal: make(chan struct{}, 1), r: New[T](size, 0)}
+}
+
+// NewQueueMove is NewQueue for entries that Pop and PopN move out with
+// move(dst, src) rather than copying and clearing them whole: move copies
+// src into dst and clears every pointer src holds; the slot's other bytes
+// stay as move left them (a push overwrites the whole slot), so that a pop
+// need not write the lines of a large entry another goroutine pushed
+// (internal/evq's 376-byte raw events). Close still hands back, and
+// clears, what is left.
+func NewQueueMove[T any](size int, errClosed error, move func(dst, src *T)) *Queue[T] {
+	q := NewQueue[T](size, errClosed)
+	q.move = move
+	return q
+}
+
+// popOne moves the oldest entry into out; q.mu is held and the queue is not
+// empty.
+func (q *Queue[T]) popOne(out *T) {
+	if q.move == nil {
+		q.r.PopInto(out)
+		return
+	}
+	q.move(out, q.r.Front())
+	q.r.Discard()
 }
 
 // Fd returns the queue's descriptor: from the first call on, it is readable
@@ -155,7 +181,7 @@ func (q *Queue[T]) await(ctx context.Context) error {
 // popLocked moves the oldest entry into out; q.mu is held and the queue is
 // not empty.
 func (q *Queue[T]) popLocked(out *T) {
-	q.r.PopInto(out)
+	q.popOne(out)
 	if q.r.Len() == 0 && q.efd != nil {
 		_, _ = q.efd.Read()
 	}
@@ -204,7 +230,7 @@ func (q *Queue[T]) PopN(out []T) int {
 	}
 	k := 0
 	for ; k < len(out) && q.r.Len() > 0; k++ {
-		q.r.PopInto(&out[k])
+		q.popOne(&out[k])
 	}
 	if k > 0 && q.r.Len() == 0 && q.efd != nil {
 		_, _ = q.efd.Read()

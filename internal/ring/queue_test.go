@@ -459,3 +459,55 @@ func TestQueueCloseWakesEveryWaiter(t *testing.T) {
 		t.Errorf("%.0f allocations per queue, want 2", n)
 	}
 }
+
+// TestQueueMovePops: a queue made with NewQueueMove pops (Pop, PopN)
+// through its move function, in order, and leaves each slot as move left
+// it rather than zeroed; Close hands back what is left, whole.
+func TestQueueMovePops(t *testing.T) {
+	type entry struct {
+		p    *int // cleared by move
+		a, b int  // left in the slot
+	}
+	moves := 0
+	q := NewQueueMove[entry](4, nil, func(d, s *entry) {
+		moves++
+		*d = *s
+		s.p = nil
+	})
+	x := 7
+	for k := 1; k <= 6; k++ {
+		if err := q.Push(&entry{p: &x, a: k, b: 10 * k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var e entry
+	if err := q.Pop(context.Background(), false, &e); err != nil || e != (entry{p: &x, a: 1, b: 10}) {
+		t.Fatalf("Pop = %+v, %v", e, err)
+	}
+	out := make([]entry, 2)
+	if n := q.PopN(out); n != 2 || out[0] != (entry{p: &x, a: 2, b: 20}) || out[1] != (entry{p: &x, a: 3, b: 30}) {
+		t.Fatalf("PopN = %d %+v", n, out)
+	}
+	if moves != 3 {
+		t.Fatalf("%d moves for 3 pops", moves)
+	}
+	q.mu.Lock()
+	left := 0
+	for k := range q.r.buf {
+		s := q.r.buf[k]
+		if s.p == nil && s.a != 0 {
+			left++ // popped: its pointer cleared, its other fields as they were
+		}
+	}
+	q.mu.Unlock()
+	if left != 3 {
+		t.Fatalf("%d popped slots kept their bytes, want 3 (buffer %+v)", left, q.r.buf)
+	}
+	rest := q.Close()
+	if len(rest) != 3 || rest[0] != (entry{p: &x, a: 4, b: 40}) || rest[2] != (entry{p: &x, a: 6, b: 60}) {
+		t.Fatalf("Close = %+v", rest)
+	}
+	if moves != 3 {
+		t.Fatalf("Close moved (%d moves)", moves)
+	}
+}
