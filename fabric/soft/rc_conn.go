@@ -73,9 +73,16 @@ type conn struct {
 	peer             netip.AddrPort
 	inPool, inSource *list.Element
 
-	rbuf  []byte // handshake bytes
-	wbuf  []byte // bytes the socket did not take yet
-	timer *time.Timer
+	rbuf []byte // handshake bytes
+	wbuf []byte // bytes the socket did not take yet
+	// tidx is the index + 1 of the connection's own timer in its loop's
+	// deadline heap (0: none; pathTimers), guarded by the heap's lock, not
+	// mu. tgen is that timer's generation: every arm and every stop moves
+	// it, and it is odd while the timer is armed (until it fires or is
+	// stopped), so that an entry due before a stop or a new arm does
+	// nothing (fireTimer).
+	tidx int32
+	tgen uint32
 
 	param fabric.ConnParam // active: what was asked for
 	req   iwarp.MPAFrame   // the MPA Request, its private data dropped once reported
@@ -96,27 +103,40 @@ func (c *conn) fab() *Fabric { return c.l.eng.f }
 // armTimer (re)starts the connection's timer; on expiry onTimeout runs on
 // the loop if the connection is still the same registration.
 func (c *conn) armTimer(d time.Duration) {
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	gen := c.gen
-	c.timer = time.AfterFunc(d, func() {
-		c.l.post(func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.gen == gen && c.state != csClosed {
-				c.onTimeout()
-			}
-		})
-	})
+	c.tgen = (c.tgen | 1) + 2 // odd: armed, and not the generation of any earlier arm
+	c.l.pt.addConn(c, monoNow()+int64(d), c.tgen)
 }
 
+// stopTimer stops the connection's timer: a fire already taken from the
+// heap finds its generation gone. c.mu is held.
 func (c *conn) stopTimer() {
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
+	if c.tgen&1 == 0 {
+		return
 	}
+	c.tgen++
+	c.l.pt.removeConn(c)
 }
+
+// fireTimer runs onTimeout for the arm of generation gen, on the loop,
+// unless the timer was stopped or armed again since, or the connection
+// closed.
+func (c *conn) fireTimer(gen uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tgen != gen || c.state == csClosed {
+		return
+	}
+	c.tgen++ // fired: no longer armed
+	if connTimerHook != nil && !connTimerHook(c) {
+		return
+	}
+	c.onTimeout()
+}
+
+// connTimerHook, set by tests only, sees each connection timer that fires
+// and acts, before onTimeout, which runs only if it returns true (a
+// test's connection may have no socket to close).
+var connTimerHook func(c *conn) bool
 
 // startActive registers a connecting socket. connectErr is what connect(2)
 // returned, if it failed at once; writeErr what the write of an early MPA
