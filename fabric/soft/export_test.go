@@ -437,3 +437,12 @@ func PathStart(ep fabric.Endpoint) (done bool, txCap int, ok bool) {
 	})
 	return done, txCap, ok
 }
+
+// CountStackReads counts, until tb's cleanup, the reads into a stack
+// buffer (conn.readStack), and returns the count.
+func CountStackReads(tb testing.TB) func() int64 {
+	var n atomic.Int64
+	stackReadHook = func() { n.Add(1) }
+	tb.Cleanup(func() { stackReadHook = nil })
+	return n.Load
+}
