@@ -8,6 +8,7 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/evq"
+	"github.com/cmrt/cmrt/internal/ring"
 )
 
 // source is the software fabric's event channel backend: an event FIFO
@@ -23,6 +24,19 @@ type source struct {
 	one    *endpoint
 	eps    map[*endpoint]struct{}
 	closed bool
+}
+
+// sourceQueueSize is the room a source's event FIFO starts with: one raw
+// event (376 bytes, the 384-byte size class), grown when more wait. Most
+// sources are the private channels of synchronous ids, which hold one
+// event at a time (the answer to the call that waits for it): evq.New's
+// eight made every synchronous id allocate 3 KiB it never used. A channel
+// shared by many ids grows to what its bursts need once and keeps it.
+const sourceQueueSize = 1
+
+// newSourceQueue returns an empty event FIFO for a source.
+func newSourceQueue() *evq.Queue {
+	return ring.NewQueue[fabric.RawEvent](sourceQueueSize, evq.ErrClosed)
 }
 
 // Fabric implements fabric.EventSource.

@@ -390,6 +390,15 @@ func EpollHolds(fd int, ino uint64) (bool, error) {
 	return false, nil
 }
 
+// CountStackReads counts, until tb's cleanup, the reads into a stack
+// buffer (conn.readStack), and returns the count.
+func CountStackReads(tb testing.TB) func() int64 {
+	var n atomic.Int64
+	stackReadHook = func() { n.Add(1) }
+	tb.Cleanup(func() { stackReadHook = nil })
+	return n.Load
+}
+
 // CountRTRRepeats counts, until tb's cleanup, the RTR repeats (repeatRTR)
 // each connection writes, and returns the count of ep's connection.
 func CountRTRRepeats(tb testing.TB) func(ep fabric.Endpoint) int {

@@ -7,7 +7,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/cmrt/cmrt/fabric"
-	"github.com/cmrt/cmrt/internal/evq"
 )
 
 // Fabric is a software fabric. The zero value is not usable: use New, or
@@ -152,11 +151,7 @@ func (f *Fabric) Devices() ([]fabric.Device, error) { return f.devs.list() }
 
 // Open implements fabric.Fabric.
 func (f *Fabric) Open() (fabric.EventSource, error) {
-	q, err := evq.New()
-	if err != nil {
-		return nil, err
-	}
-	return &source{f: f, q: q}, nil
+	return &source{f: f, q: newSourceQueue()}, nil
 }
 
 // Quiesce stops what the fabric keeps while idle (its epoll loop, address

@@ -27,6 +27,11 @@ type loop struct {
 	// hs is where the loop parses an MPA Request or Reply that came
 	// whole in one read (conn.received): made by the first, loop only.
 	hs []byte
+	// rb is the buffer the loop reads connections' sockets into
+	// (conn.readable), made by the first read: a stack buffer of 16 KiB,
+	// zeroed per read, cost more than the reads' own user-space work.
+	// Loop only; nothing of it is kept past a read's handling.
+	rb []byte
 
 	// The connections' tasks posted without a closure (postConn).
 	ctMu  sync.Mutex
@@ -38,6 +43,14 @@ type loop struct {
 }
 
 func dispatch(p pollable, events uint32) { p.onEvents(events) }
+
+// readBuf returns the loop's read buffer (rb). Loop only.
+func (l *loop) readBuf() []byte {
+	if l.rb == nil {
+		l.rb = make([]byte, connReadSize)
+	}
+	return l.rb
+}
 
 func newLoop(e *engine) (*loop, error) {
 	opts := []evloop.Option{evloop.WithName("soft"), evloop.WithLogger(e.log), evloop.WithMaxEvents(256)}

@@ -12,8 +12,11 @@ import (
 func checkHeap(t *testing.T, pt *pathTimers) {
 	t.Helper()
 	for i, e := range pt.h {
-		if int(e.p.tidx) != i+1 {
-			t.Fatalf("entry %d: tidx %d", i, e.p.tidx)
+		if (e.p == nil) == (e.c == nil) {
+			t.Fatalf("entry %d: path %p, connection %p: want one", i, e.p, e.c)
+		}
+		if idx := entryIdx(&e); int(idx) != i+1 {
+			t.Fatalf("entry %d: tidx %d", i, idx)
 		}
 		if i > 0 && pt.h[(i-1)/2].when > e.when {
 			t.Fatalf("entry %d (%d) before its parent (%d)", i, e.when, pt.h[(i-1)/2].when)
@@ -21,30 +24,55 @@ func checkHeap(t *testing.T, pt *pathTimers) {
 	}
 }
 
-// TestPathTimersHeap: arms, re-arms and stops of many paths in random
-// order keep the heap ordered and each path's index right, and the
-// entries come out due in deadline order, each path's last arm only.
+// entryIdx is the index + 1 the entry's path or connection holds.
+func entryIdx(e *ptEntry) int32 {
+	if e.p != nil {
+		return e.p.tidx
+	}
+	return e.c.tidx
+}
+
+// entryGen is the generation of the entry's path or connection now.
+func entryGen(e *ptEntry) uint32 {
+	if e.p != nil {
+		return e.p.tgen
+	}
+	return e.c.tgen
+}
+
+// TestPathTimersHeap: arms, re-arms and stops of many paths' and
+// connections' timers in random order keep the heap ordered and each
+// one's index right, and the entries come out due in deadline order,
+// each timer's last arm only.
 func TestPathTimersHeap(t *testing.T) {
 	for _, n := range []int{1, 2, 3, 17, 200} {
 		pt := &pathTimers{fired: func() {}}
 		rng := rand.New(rand.NewPCG(uint64(n), 1))
 		paths := make([]*rcPath, n)
-		want := map[*rcPath]int64{} // the live arm's deadline
+		conns := make([]*conn, n)
+		want := map[any]int64{} // the live arm's deadline, by path or connection
 		for k := range paths {
-			paths[k] = &rcPath{}
+			paths[k], conns[k] = &rcPath{}, &conn{}
 		}
 		far := int64(time.Hour) // never due while the test runs: the runtime timer stays idle
-		for range 4 * n {
-			p := paths[rng.IntN(n)]
-			switch rng.IntN(3) {
+		for range 8 * n {
+			p, c := paths[rng.IntN(n)], conns[rng.IntN(n)]
+			when := far + rng.Int64N(1000)
+			switch rng.IntN(6) {
 			case 0, 1:
-				when := far + rng.Int64N(1000)
 				p.tgen++
 				pt.add(p, when, p.tgen, ptRelease)
 				want[p] = when
 			case 2:
 				pt.remove(p)
 				delete(want, p)
+			case 3, 4:
+				c.tgen = (c.tgen | 1) + 2
+				pt.addConn(c, when, c.tgen)
+				want[c] = when
+			case 5:
+				pt.removeConn(c)
+				delete(want, c)
 			}
 			checkHeap(t, pt)
 		}
@@ -56,10 +84,14 @@ func TestPathTimersHeap(t *testing.T) {
 		checkHeap(t, pt)
 		var whens []int64
 		for _, e := range slices.Concat(due, rest) {
-			if e.p.tidx != 0 || want[e.p] != e.when || e.gen != e.p.tgen {
-				t.Fatalf("n=%d: entry at %d of a path armed for %d (tidx %d, gen %d of %d)", n, e.when, want[e.p], e.p.tidx, e.gen, e.p.tgen)
+			var key any = e.c
+			if e.p != nil {
+				key = e.p
 			}
-			delete(want, e.p)
+			if idx, gen := entryIdx(&e), entryGen(&e); idx != 0 || want[key] != e.when || e.gen != gen {
+				t.Fatalf("n=%d: entry at %d of a timer armed for %d (tidx %d, gen %d of %d)", n, e.when, want[key], idx, e.gen, gen)
+			}
+			delete(want, key)
 			whens = append(whens, e.when)
 		}
 		for _, e := range due {
@@ -226,6 +258,143 @@ func TestPathTimerArmNoAlloc(t *testing.T) {
 		p.arm(time.Hour, ptRelease)
 		p.arm(time.Hour, ptRepeatRTR)
 		p.stopTimer()
+	})
+	if allocs != 0 {
+		t.Errorf("arm, arm again and stop: %.1f allocations, want 0", allocs)
+	}
+}
+
+// TestConnTimerStale: a connection's own timer (the connect and request
+// timeouts, the linger) acts once, on the loop, for its last arm, and never
+// after the connection stopped it, armed it again or closed, also when
+// its entry was already taken due and its fire waits for the connection's
+// lock (held here) while that happens. With a time.AfterFunc per arm, a
+// fire already posted to the loop when the timer was stopped or armed
+// again ran onTimeout anyway: a connection whose Reply came as its connect
+// timeout expired was closed right after it was established.
+func TestConnTimerStale(t *testing.T) {
+	f := New(WithName("conn-timers"))
+	defer f.Quiesce()
+	l, err := f.eng.acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.eng.release(l)
+
+	var mu sync.Mutex
+	var seen []*conn
+	connTimerHook = func(c *conn) bool {
+		mu.Lock()
+		seen = append(seen, c)
+		mu.Unlock()
+		return false // no socket: onTimeout is not run
+	}
+	defer func() { connTimerHook = nil }()
+	pops := func() uint64 {
+		l.pt.mu.Lock()
+		defer l.pt.mu.Unlock()
+		return l.pt.pops
+	}
+	waitPops := func(n uint64) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for pops() < n {
+			if time.Now().After(deadline) {
+				t.Fatalf("the loop took %d timers due, want %d", pops(), n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	const short = time.Millisecond
+	cases := []struct {
+		name    string
+		between func(c *conn)
+		held    bool // between runs after the entry was taken due, its fire waiting for c.mu
+		fires   bool
+	}{
+		{"fires", func(*conn) {}, true, true},
+		{"stopped before due", func(c *conn) { c.stopTimer() }, false, false},
+		{"armed again before due", func(c *conn) { c.armTimer(short) }, false, true},
+		{"stopped after taken", func(c *conn) { c.stopTimer() }, true, false},
+		{"stopped and armed again after taken", func(c *conn) { c.stopTimer(); c.armTimer(time.Hour) }, true, false},
+		{"armed again after taken", func(c *conn) { c.armTimer(time.Hour) }, true, false},
+		{"closed after taken", func(c *conn) { c.state = csClosed }, true, false},
+	}
+	for _, tc := range cases {
+		c := &conn{l: l}
+		c.mu.Lock()
+		before := pops()
+		if tc.held {
+			c.armTimer(short)
+			waitPops(before + 1)
+		} else {
+			c.armTimer(50 * time.Millisecond)
+		}
+		tc.between(c)
+		c.mu.Unlock()
+		// A sentinel due after anything above: once it fired, every
+		// earlier entry was taken and its fire has run.
+		s := &conn{l: l}
+		s.mu.Lock()
+		s.armTimer(60 * time.Millisecond)
+		s.mu.Unlock()
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			mu.Lock()
+			done := slices.Contains(seen, s)
+			mu.Unlock()
+			if done {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the sentinel never fired", tc.name)
+			}
+			time.Sleep(time.Millisecond)
+		}
+		l.call(func() {}) // the loop's task that fired the sentinel is over
+		mu.Lock()
+		got := slices.DeleteFunc(seen, func(x *conn) bool { return x == s })
+		seen = nil
+		mu.Unlock()
+		switch {
+		case len(got) > 1 || (len(got) == 1 && got[0] != c):
+			t.Errorf("%s: %d fires (%v), want at most one, of the connection", tc.name, len(got), got)
+		case tc.fires && len(got) == 0:
+			t.Errorf("%s: did not fire", tc.name)
+		case !tc.fires && len(got) == 1:
+			t.Errorf("%s: fired", tc.name)
+		}
+		c.mu.Lock()
+		c.stopTimer()
+		if c.tgen&1 != 0 {
+			t.Errorf("%s: armed after a stop (generation %d)", tc.name, c.tgen)
+		}
+		c.mu.Unlock()
+	}
+}
+
+// TestConnTimerArmNoAlloc: arming and stopping a connection's own timer
+// allocates nothing once its loop's heap has room (time.AfterFunc made a
+// timer and a closure per arm: two allocations per connection at the
+// initiator, for its connect timeout, and two at the end that
+// disconnects, for its linger).
+func TestConnTimerArmNoAlloc(t *testing.T) {
+	f := New(WithName("conn-timers-alloc"))
+	defer f.Quiesce()
+	l, err := f.eng.acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.eng.release(l)
+	c := &conn{l: l}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.armTimer(time.Hour)
+	c.stopTimer()
+	allocs := testing.AllocsPerRun(100, func() {
+		c.armTimer(time.Hour)
+		c.armTimer(time.Hour)
+		c.stopTimer()
 	})
 	if allocs != 0 {
 		t.Errorf("arm, arm again and stop: %.1f allocations, want 0", allocs)

@@ -131,27 +131,18 @@ func TestRCCreateQPAllocatesByUse(t *testing.T) {
 	})
 }
 
-// TestConnCycleAllocs: a connection made and torn down as the set-up
-// benchmark makes it (a synchronous client id: resolve, route, connect,
-// disconnect, destroy; a server on a channel accepting and destroying on
-// DISCONNECTED), both ends in this process, allocates at most
-// connCycleAllocs per connection (finding 25 in BENCHMARKS.md: 52 before,
-// with an MPA frame copied per handshake, the RTR and its answer built in
-// a tx buffer each, a method value per path, per path timer and per
-// destroy, a closure per connect, a condition variable and a map per
-// synchronous id, a weak pointer per private channel, a channel per
-// event queue; 31 after, and one of slack for the request timer a loaded
-// machine arms now and then; finding 29: 27, the path timers in the
-// loop's deadline heap instead of a time.AfterFunc each). Under the race detector pools drop items:
-// the count is only logged.
-func TestConnCycleAllocs(t *testing.T) {
-	const connCycleAllocs = 28
-	f := soft.New()
-	defer f.Quiesce()
+// connCycle starts a server on f (a channel accepting each request and
+// destroying its id on DISCONNECTED) and returns a function that makes and
+// tears down one connection to it with a synchronous client id, as the
+// set-up benchmark does: resolve, route, connect, disconnect, destroy,
+// and waits until the server's id is destroyed. The server stops at t's
+// cleanup.
+func connCycle(t *testing.T, f *soft.Fabric) func() {
+	t.Helper()
 	srv := newRCChan(t, f)
-	defer srv.src.Close()
+	t.Cleanup(func() { _ = srv.src.Close() })
 	lis := listen(t, srv)
-	defer lis.Destroy()
+	t.Cleanup(func() { _ = lis.Destroy() })
 	dst := lis.LocalAddr()
 	destroyed := make(chan struct{}, 1)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -179,10 +170,10 @@ func TestConnCycleAllocs(t *testing.T) {
 			}
 		}
 	}()
-	defer func() { cancel(); <-done }()
+	t.Cleanup(func() { cancel(); <-done })
 	bound, stop := context.WithTimeout(ctx, time.Minute)
-	defer stop()
-	cycle := func() {
+	t.Cleanup(stop)
+	return func() {
 		cm, err := id.Create(nil, nil, id.PSTCP, id.WithFabric(f))
 		if err != nil {
 			t.Fatal(err)
@@ -208,6 +199,28 @@ func TestConnCycleAllocs(t *testing.T) {
 			t.Fatal("the server's id was not destroyed")
 		}
 	}
+}
+
+// TestConnCycleAllocs: a connection made and torn down as the set-up
+// benchmark makes it (a synchronous client id: resolve, route, connect,
+// disconnect, destroy; a server on a channel accepting and destroying on
+// DISCONNECTED), both ends in this process, allocates at most
+// connCycleAllocs per connection (finding 25 in BENCHMARKS.md: 52 before,
+// with an MPA frame copied per handshake, the RTR and its answer built in
+// a tx buffer each, a method value per path, per path timer and per
+// destroy, a closure per connect, a condition variable and a map per
+// synchronous id, a weak pointer per private channel, a channel per
+// event queue; 31 after, and one of slack for the request timer a loaded
+// machine arms now and then; finding 29: 27, the path timers in the
+// loop's deadline heap instead of a time.AfterFunc each; finding 32: 23,
+// the connections' own timers, the connect timeout and the linger, in
+// that heap too, and the slack kept). Under the race detector pools drop
+// items: the count is only logged.
+func TestConnCycleAllocs(t *testing.T) {
+	const connCycleAllocs = 24
+	f := soft.New()
+	t.Cleanup(f.Quiesce) // after connCycle's cleanups
+	cycle := connCycle(t, f)
 	for range 20 { // warm: the loops, the route cache, the pools
 		cycle()
 	}
@@ -215,5 +228,23 @@ func TestConnCycleAllocs(t *testing.T) {
 	t.Logf("%.1f allocations per connection, both ends", n)
 	if n > connCycleAllocs && !soft.RaceEnabled {
 		t.Fatalf("%.1f allocations per connection, want at most %d", n, connCycleAllocs)
+	}
+}
+
+// TestConnCycleLoopReads: the loops read every socket of a connection's
+// set-up and tear-down (the MPA Request and Reply, the RTR and its
+// answer, the ends of stream) into their own read buffer, never into a
+// 16 KiB stack buffer zeroed per read (four such reads per connection
+// before: a sixth of a set-up's user-space instructions).
+func TestConnCycleLoopReads(t *testing.T) {
+	f := soft.New()
+	t.Cleanup(f.Quiesce) // after connCycle's cleanups
+	cycle := connCycle(t, f)
+	reads := soft.CountStackReads(t)
+	for range 20 {
+		cycle()
+	}
+	if n := reads(); n != 0 {
+		t.Errorf("%d reads into a stack buffer in 20 connections, want 0", n)
 	}
 }

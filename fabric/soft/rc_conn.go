@@ -73,9 +73,16 @@ type conn struct {
 	peer             netip.AddrPort
 	inPool, inSource *list.Element
 
-	rbuf  []byte // handshake bytes
-	wbuf  []byte // bytes the socket did not take yet
-	timer *time.Timer
+	rbuf []byte // handshake bytes
+	wbuf []byte // bytes the socket did not take yet
+	// tidx is the index + 1 of the connection's own timer in its loop's
+	// deadline heap (0: none; pathTimers), guarded by the heap's lock, not
+	// mu. tgen is that timer's generation: every arm and every stop moves
+	// it, and it is odd while the timer is armed (until it fires or is
+	// stopped), so that an entry due before a stop or a new arm does
+	// nothing (fireTimer).
+	tidx int32
+	tgen uint32
 
 	param fabric.ConnParam // active: what was asked for
 	req   iwarp.MPAFrame   // the MPA Request, its private data dropped once reported
@@ -96,27 +103,40 @@ func (c *conn) fab() *Fabric { return c.l.eng.f }
 // armTimer (re)starts the connection's timer; on expiry onTimeout runs on
 // the loop if the connection is still the same registration.
 func (c *conn) armTimer(d time.Duration) {
-	if c.timer != nil {
-		c.timer.Stop()
-	}
-	gen := c.gen
-	c.timer = time.AfterFunc(d, func() {
-		c.l.post(func() {
-			c.mu.Lock()
-			defer c.mu.Unlock()
-			if c.gen == gen && c.state != csClosed {
-				c.onTimeout()
-			}
-		})
-	})
+	c.tgen = (c.tgen | 1) + 2 // odd: armed, and not the generation of any earlier arm
+	c.l.pt.addConn(c, monoNow()+int64(d), c.tgen)
 }
 
+// stopTimer stops the connection's timer: a fire already taken from the
+// heap finds its generation gone. c.mu is held.
 func (c *conn) stopTimer() {
-	if c.timer != nil {
-		c.timer.Stop()
-		c.timer = nil
+	if c.tgen&1 == 0 {
+		return
 	}
+	c.tgen++
+	c.l.pt.removeConn(c)
 }
+
+// fireTimer runs onTimeout for the arm of generation gen, on the loop,
+// unless the timer was stopped or armed again since, or the connection
+// closed.
+func (c *conn) fireTimer(gen uint32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.tgen != gen || c.state == csClosed {
+		return
+	}
+	c.tgen++ // fired: no longer armed
+	if connTimerHook != nil && !connTimerHook(c) {
+		return
+	}
+	c.onTimeout()
+}
+
+// connTimerHook, set by tests only, sees each connection timer that fires
+// and acts, before onTimeout, which runs only if it returns true (a
+// test's connection may have no socket to close).
+var connTimerHook func(c *conn) bool
 
 // startActive registers a connecting socket. connectErr is what connect(2)
 // returned, if it failed at once; writeErr what the write of an early MPA
@@ -205,7 +225,7 @@ func (c *conn) startPassive() {
 		return
 	}
 	c.gen = gen
-	c.readable()
+	c.readable(c.l.readBuf())
 	if c.state == csWaitReq {
 		c.armTimer(c.fab().opts.requestTimeout)
 	}
@@ -237,7 +257,7 @@ func (c *conn) events(ev uint32) {
 		if c.dp != nil {
 			c.dp.loopReads++
 		}
-		c.readable()
+		c.readable(c.l.readBuf())
 	}
 }
 
@@ -294,15 +314,17 @@ func clampRd(v uint8) uint8 {
 	return v
 }
 
-// connReadSize is how much readable reads at a time, into its stack.
+// connReadSize is how much readable reads at a time.
 const connReadSize = 16 << 10
 
 // readable reads what the socket has, and reports whether it read
 // anything (bytes, the end of the stream or an error). A connection in RTS
 // with a data path reads first into its deframer's spare room (readSpare):
-// no stack buffer to zero and no copy out of it; what does not fit there,
-// and every other state, goes through readStack.
-func (c *conn) readable() (got bool) {
+// no copy out of a read buffer; what does not fit there, and every other
+// state, is read into rb, the loop's read buffer (loop.readBuf) when
+// readable runs on the loop, or, rb nil (a direct reader, rc_rxwait.go),
+// into a buffer on the stack (readStack).
+func (c *conn) readable(rb []byte) (got bool) {
 	if c.state == csRTS {
 		if p := c.dp; p != nil {
 			if p.directDue() {
@@ -312,21 +334,44 @@ func (c *conn) readable() (got bool) {
 			if done {
 				return got
 			}
-			return c.readStack() || got
+			return c.readBuf(rb) || got
 		}
 	}
-	return c.readStack()
+	return c.readBuf(rb)
 }
 
-// readStack is readable's read into a stack buffer, in a frame of its own
-// (so that readable's callers never carry, nor zero, 16 KiB they do not
-// use).
+// readBuf is readable's read into rb, or into a stack buffer if rb is nil.
+func (c *conn) readBuf(rb []byte) bool {
+	if rb == nil {
+		return c.readStack()
+	}
+	return c.readInto(rb)
+}
+
+// readStack is readInto a stack buffer, in a frame of its own (so that
+// readable's callers never carry, nor zero, 16 KiB they do not use). The
+// loop reads into its own buffer instead (loop.readBuf): zeroing 16 KiB
+// per read was a sixth of the user-space instructions of a connection's
+// set-up (four such reads each: the MPA Request and Reply, each end's
+// end of stream; BENCHMARKS.md, finding 32).
 //
 //go:noinline
 func (c *conn) readStack() (got bool) {
+	if stackReadHook != nil {
+		stackReadHook()
+	}
 	var buf [connReadSize]byte
+	return c.readInto(buf[:])
+}
+
+// stackReadHook, set by tests only, sees each readStack.
+var stackReadHook func()
+
+// readInto reads the socket into buf, a few rounds at most, and hands
+// what it read to received; nothing of buf is kept past a round.
+func (c *conn) readInto(buf []byte) (got bool) {
 	for round := 0; round < 4 && c.state != csClosed; round++ {
-		n, err := unix.Read(c.fd, buf[:])
+		n, err := unix.Read(c.fd, buf)
 		switch {
 		case err == unix.EINTR:
 			continue
@@ -950,7 +995,7 @@ func (c *conn) destroy() {
 			c.gone = true
 			c.closeDataPath()
 		}
-		c.readStack() // what came meanwhile; the peer's FIN closes
+		c.readInto(c.l.readBuf()) // what came meanwhile; the peer's FIN closes
 		return
 	}
 	var buf [4096]byte

@@ -41,7 +41,7 @@ func (fc *fuzzConn) pump(tb testing.TB) {
 		if n, err := unix.IoctlGetInt(fc.c.fd, unix.SIOCINQ); err != nil || n == 0 {
 			return
 		}
-		fc.c.readable()
+		fc.c.readable(nil)
 	}
 	tb.Fatal("the socket never drained")
 }

@@ -127,7 +127,7 @@ func FuzzRCReceive(f *testing.F) {
 			fc.c.received(data[:k])
 		}
 		if fc.c.state == csRTS {
-			fc.c.readable()
+			fc.c.readable(nil)
 		}
 		switch fc.c.state {
 		case csRTS:

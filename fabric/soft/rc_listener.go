@@ -111,7 +111,7 @@ func (s *listener) makeRoom(l func() *list.List, n int) {
 		}
 		c := ls.Front().Value.(*conn)
 		c.mu.Lock()
-		c.readable()
+		c.readable(c.l.readBuf())
 		if c.inPool == nil {
 			c.mu.Unlock()
 			continue // its Request came (or it closed)

@@ -59,7 +59,7 @@ func TestRCReadSpare(t *testing.T) {
 			}
 			reads = reads[:0]
 			fc.fromPeer(t, second)
-			if !fc.c.readable() {
+			if !fc.c.readable(nil) {
 				t.Fatal("readable read nothing")
 			}
 			if len(reads) != 1 || reads[0] != len(second) {
@@ -79,7 +79,7 @@ func TestRCReadSpare(t *testing.T) {
 			}
 			reads = reads[:0]
 			fc.fromPeer(t, second)
-			fc.c.readable()
+			fc.c.readable(nil)
 			if len(reads) != 1 || reads[0] != room {
 				t.Fatalf("spare reads %v, want one of %d bytes", reads, room)
 			}
@@ -90,7 +90,7 @@ func TestRCReadSpare(t *testing.T) {
 			defer fc.close()
 			reads = reads[:0]
 			fc.fromPeer(t, first(64))
-			fc.c.readable()
+			fc.c.readable(nil)
 			if len(reads) != 0 {
 				t.Fatalf("spare reads %v into an empty deframer", reads)
 			}
@@ -110,7 +110,7 @@ func TestRCReadSpare(t *testing.T) {
 			bad[len(bad)-1] ^= 1
 			reads = reads[:0]
 			fc.fromPeer(t, bad)
-			fc.c.readable()
+			fc.c.readable(nil)
 			if len(reads) != 1 {
 				t.Fatalf("spare reads %v", reads)
 			}

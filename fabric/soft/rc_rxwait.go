@@ -362,7 +362,7 @@ func (w *rxWait) look(uintptr) bool {
 		return true
 	}
 	w.stepping = true
-	got := c.readable()
+	got := c.readable(nil) // not on the loop: the loop's read buffer is not ours
 	w.stepping = false
 	c.mu.Unlock()
 	if got {
