@@ -8,6 +8,20 @@ import (
 	"time"
 )
 
+// acquiredLoop returns a loop of a new fabric named name, held until the
+// test ends, when it is released and the fabric quiesced.
+func acquiredLoop(t *testing.T, name string) *loop {
+	t.Helper()
+	f := New(WithName(name))
+	t.Cleanup(f.Quiesce)
+	l, err := f.eng.acquire()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.eng.release(l) })
+	return l
+}
+
 // checkHeap fails unless pt.h is a heap whose entries know their index.
 func checkHeap(t *testing.T, pt *pathTimers) {
 	t.Helper()
@@ -117,13 +131,7 @@ func TestPathTimersHeap(t *testing.T) {
 // happens. A fire that checked only that the path is alive and armed
 // ran the earlier arm's function on the later one.
 func TestPathTimerStale(t *testing.T) {
-	f := New(WithName("path-timers"))
-	defer f.Quiesce()
-	l, err := f.eng.acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.eng.release(l)
+	l := acquiredLoop(t, "path-timers")
 
 	var mu sync.Mutex
 	type fired struct {
@@ -241,13 +249,7 @@ func TestPathTimerStale(t *testing.T) {
 // nothing once its loop's heap has room (time.AfterFunc made a timer and
 // a closure per arm).
 func TestPathTimerArmNoAlloc(t *testing.T) {
-	f := New(WithName("path-timers-alloc"))
-	defer f.Quiesce()
-	l, err := f.eng.acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.eng.release(l)
+	l := acquiredLoop(t, "path-timers-alloc")
 	c := &conn{l: l}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -273,13 +275,7 @@ func TestPathTimerArmNoAlloc(t *testing.T) {
 // again ran onTimeout anyway: a connection whose Reply came as its connect
 // timeout expired was closed right after it was established.
 func TestConnTimerStale(t *testing.T) {
-	f := New(WithName("conn-timers"))
-	defer f.Quiesce()
-	l, err := f.eng.acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.eng.release(l)
+	l := acquiredLoop(t, "conn-timers")
 
 	var mu sync.Mutex
 	var seen []*conn
@@ -379,13 +375,7 @@ func TestConnTimerStale(t *testing.T) {
 // initiator, for its connect timeout, and two at the end that
 // disconnects, for its linger).
 func TestConnTimerArmNoAlloc(t *testing.T) {
-	f := New(WithName("conn-timers-alloc"))
-	defer f.Quiesce()
-	l, err := f.eng.acquire()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.eng.release(l)
+	l := acquiredLoop(t, "conn-timers-alloc")
 	c := &conn{l: l}
 	c.mu.Lock()
 	defer c.mu.Unlock()
