@@ -65,6 +65,22 @@ func (r *Reactor) looksForTest() uint64 {
 	return <-n
 }
 
+// drainReactor is a reactor with the given workers (0: inline) and batch,
+// room for every event the drain tests queue, closed when the test ends.
+func drainReactor(t *testing.T, workers, batch int) *Reactor {
+	t.Helper()
+	r, err := New(WithWorkers(workers), WithBatch(batch), WithMaxPending(1<<16))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := r.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	return r
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -86,15 +102,7 @@ func TestAloneDrainsWithoutWaits(t *testing.T) {
 	const batch, events = 8, 800
 	for _, workers := range []int{0, 4} {
 		t.Run(map[int]string{0: "inline", 4: "pool"}[workers], func(t *testing.T) {
-			r, err := New(WithWorkers(workers), WithBatch(batch), WithMaxPending(1<<16))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := r.Close(context.Background()); err != nil {
-					t.Error(err)
-				}
-			}()
+			r := drainReactor(t, workers, batch)
 			dc := newDrainChannel(t, fakefab.New("fake", false), 1)
 			dc.inject(t, events)
 			var mu sync.Mutex
@@ -138,15 +146,7 @@ func TestBatchSharesLoop(t *testing.T) {
 	const batch, events = 8, 400
 	for _, workers := range []int{0, 4} {
 		t.Run(map[int]string{0: "inline", 4: "pool"}[workers], func(t *testing.T) {
-			r, err := New(WithWorkers(workers), WithBatch(batch), WithMaxPending(1<<16))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				if err := r.Close(context.Background()); err != nil {
-					t.Error(err)
-				}
-			}()
+			r := drainReactor(t, workers, batch)
 			f := fakefab.New("fake", false)
 			a, b := newDrainChannel(t, f, 1), newDrainChannel(t, f, 1)
 			a.inject(t, events)
@@ -200,15 +200,7 @@ func TestBatchSharesLoop(t *testing.T) {
 // first's.
 func TestTaskEndsRunOfBatches(t *testing.T) {
 	const batch, events = 8, 400
-	r, err := New(WithBatch(batch), WithMaxPending(1<<16))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := r.Close(context.Background()); err != nil {
-			t.Error(err)
-		}
-	}()
+	r := drainReactor(t, 0, batch)
 	f := fakefab.New("fake", false)
 	a, b := newDrainChannel(t, f, 1), newDrainChannel(t, f, 1)
 	a.inject(t, events)
