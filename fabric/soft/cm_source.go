@@ -8,7 +8,6 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/evq"
-	"github.com/cmrt/cmrt/internal/ring"
 )
 
 // source is the software fabric's event channel backend: an event FIFO
@@ -35,9 +34,7 @@ type source struct {
 const sourceQueueSize = 1
 
 // newSourceQueue returns an empty event FIFO for a source.
-func newSourceQueue() *evq.Queue {
-	return ring.NewQueue[fabric.RawEvent](sourceQueueSize, evq.ErrClosed)
-}
+func newSourceQueue() *evq.Queue { return evq.NewSize(sourceQueueSize) }
 
 // Fabric implements fabric.EventSource.
 func (s *source) Fabric() fabric.Fabric { return s.f }

@@ -72,6 +72,10 @@ func NewQueueMove[T any](size int, errClosed error, move func(dst, src *T)) *Que
 	return q
 }
 
+// Moves reports whether Pop and PopN move entries out with the function
+// given to NewQueueMove (false: they copy and clear them whole).
+func (q *Queue[T]) Moves() bool { return q.move != nil }
+
 // popOne moves the oldest entry into out; q.mu is held and the queue is not
 // empty.
 func (q *Queue[T]) popOne(out *T) {
