@@ -167,15 +167,23 @@ func (q *Queue[T]) PushAll(vs []T) error {
 }
 
 // await blocks a Pop or Wait that found the queue empty (q.mu is held, and
-// is held again when it returns) until a push, Close or ctx's end.
+// is held again when it returns) until a push, Close or ctx's end. A ctx
+// that never ends (context.Background, what a synchronous id's blocking
+// call without Context passes) has no Done channel: await then receives
+// the token alone, a channel receive instead of a two-case select (which
+// locks and sorts its channels on every park and wake).
 func (q *Queue[T]) await(ctx context.Context) error {
 	q.waiters++
 	q.mu.Unlock()
 	var err error
-	select {
-	case <-q.signal:
-	case <-ctx.Done():
-		err = ctx.Err()
+	if done := ctx.Done(); done == nil {
+		<-q.signal
+	} else {
+		select {
+		case <-q.signal:
+		case <-done:
+			err = ctx.Err()
+		}
 	}
 	q.mu.Lock()
 	q.waiters--
