@@ -14,7 +14,7 @@ import (
 // with an eventfd, and the endpoints that report to it.
 type source struct {
 	f *Fabric
-	q *evq.Queue
+	q evq.Queue // by value: a synchronous id's private source is one allocation
 
 	mu sync.Mutex
 	// one is the source's endpoint while it has only one (the private
@@ -33,8 +33,12 @@ type source struct {
 // shared by many ids grows to what its bursts need once and keeps it.
 const sourceQueueSize = 1
 
-// newSourceQueue returns an empty event FIFO for a source.
-func newSourceQueue() *evq.Queue { return evq.NewSize(sourceQueueSize) }
+// newSource returns a source on f with an empty event FIFO.
+func newSource(f *Fabric) *source {
+	s := &source{f: f}
+	evq.InitSize(&s.q, sourceQueueSize)
+	return s
+}
 
 // Fabric implements fabric.EventSource.
 func (s *source) Fabric() fabric.Fabric { return s.f }

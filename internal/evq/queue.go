@@ -39,7 +39,15 @@ func New() (*Queue, error) { return NewSize(8), nil }
 // NewSize returns an empty queue whose ring starts with room for size
 // events (it grows when more wait). Queues of raw events are made here or
 // by New, so that every one pops with Move.
-func NewSize(size int) *Queue { return ring.NewQueueMove[fabric.RawEvent](size, ErrClosed, Move) }
+func NewSize(size int) *Queue {
+	q := new(Queue)
+	InitSize(q, size)
+	return q
+}
+
+// InitSize makes q, a zero Queue held by value (one allocation fewer than
+// pointing to one), the empty queue NewSize returns.
+func InitSize(q *Queue, size int) { q.Init(size, ErrClosed, Move) }
 
 // IsClosed reports whether err says the queue was closed.
 func IsClosed(err error) bool { return errors.Is(err, ErrClosed) }

@@ -53,10 +53,20 @@ type Queue[T any] struct {
 // entries. errClosed, if not nil, is the error its methods return once it is
 // closed (it should wrap EBADF); nil means ErrClosed.
 func NewQueue[T any](size int, errClosed error) *Queue[T] {
+	q := new(Queue[T])
+	q.Init(size, errClosed, nil)
+	return q
+}
+
+// Init makes q, a zero Queue, an empty queue as NewQueueMove(size,
+// errClosed, move) returns one (a nil move is NewQueue's), for a Queue held
+// by value in the struct that owns it: one allocation fewer than pointing
+// to one. q must not be copied once used, nor initialized twice.
+func (q *Queue[T]) Init(size int, errClosed error, move func(dst, src *T)) {
 	if errClosed == nil {
 		errClosed = ErrClosed
 	}
-	return &Queue[T]{errClosed: errClosed, signal: make(chan struct{}, 1), r: New[T](size, 0)}
+	q.errClosed, q.signal, q.r, q.move = errClosed, make(chan struct{}, 1), New[T](size, 0), move
 }
 
 // NewQueueMove is NewQueue for entries that Pop and PopN move out with
@@ -67,8 +77,8 @@ func NewQueue[T any](size int, errClosed error) *Queue[T] {
 // (internal/evq's 376-byte raw events). Close still hands back, and
 // clears, what is left.
 func NewQueueMove[T any](size int, errClosed error, move func(dst, src *T)) *Queue[T] {
-	q := NewQueue[T](size, errClosed)
-	q.move = move
+	q := new(Queue[T])
+	q.Init(size, errClosed, move)
 	return q
 }
 
