@@ -14,7 +14,7 @@ import (
 // with an eventfd, and the endpoints that report to it.
 type source struct {
 	f *Fabric
-	q evq.Queue // by value: a synchronous id's private source is one allocation
+	q evq.Queue // by value: the source and its FIFO are one allocation
 
 	mu sync.Mutex
 	// one is the source's endpoint while it has only one (the private
