@@ -8,14 +8,13 @@ import (
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/evq"
-	"github.com/cmrt/cmrt/internal/ring"
 )
 
 // source is the software fabric's event channel backend: an event FIFO
 // with an eventfd, and the endpoints that report to it.
 type source struct {
 	f *Fabric
-	q *evq.Queue
+	q evq.Queue // by value: the source and its FIFO are one allocation
 
 	mu sync.Mutex
 	// one is the source's endpoint while it has only one (the private
@@ -34,9 +33,11 @@ type source struct {
 // shared by many ids grows to what its bursts need once and keeps it.
 const sourceQueueSize = 1
 
-// newSourceQueue returns an empty event FIFO for a source.
-func newSourceQueue() *evq.Queue {
-	return ring.NewQueue[fabric.RawEvent](sourceQueueSize, evq.ErrClosed)
+// newSource returns a source on f with an empty event FIFO.
+func newSource(f *Fabric) *source {
+	s := &source{f: f}
+	evq.InitSize(&s.q, sourceQueueSize)
+	return s
 }
 
 // Fabric implements fabric.EventSource.

@@ -151,7 +151,7 @@ func (f *Fabric) Devices() ([]fabric.Device, error) { return f.devs.list() }
 
 // Open implements fabric.Fabric.
 func (f *Fabric) Open() (fabric.EventSource, error) {
-	return &source{f: f, q: newSourceQueue()}, nil
+	return newSource(f), nil
 }
 
 // Quiesce stops what the fabric keeps while idle (its epoll loop, address

@@ -34,7 +34,20 @@ type Queue = ring.Queue[fabric.RawEvent]
 
 // New returns an empty queue. It does not fail; the error is kept for the
 // callers written when it opened its eventfd at once.
-func New() (*Queue, error) { return ring.NewQueueMove[fabric.RawEvent](8, ErrClosed, Move), nil }
+func New() (*Queue, error) { return NewSize(8), nil }
+
+// NewSize returns an empty queue whose ring starts with room for size
+// events (it grows when more wait). Queues of raw events are made here or
+// by New, so that every one pops with Move.
+func NewSize(size int) *Queue {
+	q := new(Queue)
+	InitSize(q, size)
+	return q
+}
+
+// InitSize makes q, a zero Queue held by value (one allocation fewer than
+// pointing to one), the empty queue NewSize returns.
+func InitSize(q *Queue, size int) { q.Init(size, ErrClosed, Move) }
 
 // IsClosed reports whether err says the queue was closed.
 func IsClosed(err error) bool { return errors.Is(err, ErrClosed) }

@@ -177,3 +177,15 @@ func TestConcurrentProducersConsumers(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestQueuesMove: every constructor's queue pops with Move, not a copy
+// and a clear of the whole slot.
+func TestQueuesMove(t *testing.T) {
+	q8, _ := New()
+	for name, q := range map[string]*Queue{"New": q8, "NewSize(1)": NewSize(1), "NewSize(64)": NewSize(64)} {
+		if !q.Moves() {
+			t.Errorf("%s: the queue copies and clears each slot whole, want Move", name)
+		}
+		q.Close()
+	}
+}

@@ -53,10 +53,20 @@ type Queue[T any] struct {
 // entries. errClosed, if not nil, is the error its methods return once it is
 // closed (it should wrap EBADF); nil means ErrClosed.
 func NewQueue[T any](size int, errClosed error) *Queue[T] {
+	q := new(Queue[T])
+	q.Init(size, errClosed, nil)
+	return q
+}
+
+// Init makes q, a zero Queue, an empty queue as NewQueueMove(size,
+// errClosed, move) returns one (a nil move is NewQueue's), for a Queue held
+// by value in the struct that owns it: one allocation fewer than pointing
+// to one. q must not be copied once used, nor initialized twice.
+func (q *Queue[T]) Init(size int, errClosed error, move func(dst, src *T)) {
 	if errClosed == nil {
 		errClosed = ErrClosed
 	}
-	return &Queue[T]{errClosed: errClosed, signal: make(chan struct{}, 1), r: New[T](size, 0)}
+	q.errClosed, q.signal, q.r, q.move = errClosed, make(chan struct{}, 1), New[T](size, 0), move
 }
 
 // NewQueueMove is NewQueue for entries that Pop and PopN move out with
@@ -67,10 +77,14 @@ func NewQueue[T any](size int, errClosed error) *Queue[T] {
 // (internal/evq's 376-byte raw events). Close still hands back, and
 // clears, what is left.
 func NewQueueMove[T any](size int, errClosed error, move func(dst, src *T)) *Queue[T] {
-	q := NewQueue[T](size, errClosed)
-	q.move = move
+	q := new(Queue[T])
+	q.Init(size, errClosed, move)
 	return q
 }
+
+// Moves reports whether Pop and PopN move entries out with the function
+// given to NewQueueMove (false: they copy and clear them whole).
+func (q *Queue[T]) Moves() bool { return q.move != nil }
 
 // popOne moves the oldest entry into out; q.mu is held and the queue is not
 // empty.
@@ -163,15 +177,23 @@ func (q *Queue[T]) PushAll(vs []T) error {
 }
 
 // await blocks a Pop or Wait that found the queue empty (q.mu is held, and
-// is held again when it returns) until a push, Close or ctx's end.
+// is held again when it returns) until a push, Close or ctx's end. A ctx
+// that never ends (context.Background, what a synchronous id's blocking
+// call without Context passes) has no Done channel: await then receives
+// the token alone, a channel receive instead of a two-case select (which
+// locks and sorts its channels on every park and wake).
 func (q *Queue[T]) await(ctx context.Context) error {
 	q.waiters++
 	q.mu.Unlock()
 	var err error
-	select {
-	case <-q.signal:
-	case <-ctx.Done():
-		err = ctx.Err()
+	if done := ctx.Done(); done == nil {
+		<-q.signal
+	} else {
+		select {
+		case <-q.signal:
+		case <-done:
+			err = ctx.Err()
+		}
 	}
 	q.mu.Lock()
 	q.waiters--

@@ -389,6 +389,51 @@ func BenchmarkQueuePushPop(b *testing.B) {
 	}
 }
 
+// BenchmarkQueueHandoff: two goroutines hand an entry back and forth
+// through two queues, each blocked in Pop until the other pushes (a
+// synchronous id's call and the fabric loop that answers it), with a
+// context that never ends (no Done channel: a plain receive) and with one
+// that can (a select on the token and Done).
+func BenchmarkQueueHandoff(b *testing.B) {
+	for _, cancelable := range []bool{false, true} {
+		name := "ctx=background"
+		if cancelable {
+			name = "ctx=cancelable"
+		}
+		b.Run(name, func(b *testing.B) {
+			ctx := context.Background()
+			if cancelable {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+			}
+			ping, pong := NewQueue[int](1, nil), NewQueue[int](1, nil)
+			defer ping.Close()
+			defer pong.Close()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				var v int
+				for k := 0; k < b.N; k++ {
+					if ping.Pop(ctx, true, &v) != nil {
+						return
+					}
+					_ = pong.Push(&v)
+				}
+			}()
+			b.ReportAllocs()
+			var v int
+			for k := 0; k < b.N; k++ {
+				_ = ping.Push(&k)
+				if err := pong.Pop(ctx, true, &v); err != nil {
+					b.Fatal(err)
+				}
+			}
+			<-done
+		})
+	}
+}
+
 // TestQueueReady: Ready is true exactly while a Wait would return at once.
 func TestQueueReady(t *testing.T) {
 	q := NewQueue[int](2, nil)
