@@ -22,6 +22,25 @@ func acquiredLoop(t *testing.T, name string) *loop {
 	return l
 }
 
+// timerPops is how many entries due l's timer heap has taken in all.
+func timerPops(l *loop) uint64 {
+	l.pt.mu.Lock()
+	defer l.pt.mu.Unlock()
+	return l.pt.pops
+}
+
+// waitTimerPops waits until l has taken n entries due in all.
+func waitTimerPops(t *testing.T, l *loop, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for timerPops(l) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the loop took %d timers due, want %d", timerPops(l), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // checkHeap fails unless pt.h is a heap whose entries know their index.
 func checkHeap(t *testing.T, pt *pathTimers) {
 	t.Helper()
@@ -158,22 +177,6 @@ func TestPathTimerStale(t *testing.T) {
 		}
 		return s[0]
 	}
-	pops := func() uint64 {
-		l.pt.mu.Lock()
-		defer l.pt.mu.Unlock()
-		return l.pt.pops
-	}
-	// waitPops waits until the loop has taken n entries due in all.
-	waitPops := func(n uint64) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for pops() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("the loop took %d timers due, want %d", pops(), n)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
 	const short = time.Millisecond
 	cases := []struct {
 		name string
@@ -196,10 +199,10 @@ func TestPathTimerStale(t *testing.T) {
 		c := &conn{l: l} // not in RTS: the timers' functions find nothing to do
 		c.mu.Lock()
 		p := c.newPath(0)
-		before := pops()
+		before := timerPops(l)
 		if tc.held {
 			p.arm(short, ptRepeatRTR)
-			waitPops(before + 1)
+			waitTimerPops(t, l, before+1)
 			tc.between(c, p)
 		} else {
 			p.arm(50*time.Millisecond, ptRepeatRTR)
@@ -286,21 +289,6 @@ func TestConnTimerStale(t *testing.T) {
 		return false // no socket: onTimeout is not run
 	}
 	defer func() { connTimerHook = nil }()
-	pops := func() uint64 {
-		l.pt.mu.Lock()
-		defer l.pt.mu.Unlock()
-		return l.pt.pops
-	}
-	waitPops := func(n uint64) {
-		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for pops() < n {
-			if time.Now().After(deadline) {
-				t.Fatalf("the loop took %d timers due, want %d", pops(), n)
-			}
-			time.Sleep(time.Millisecond)
-		}
-	}
 	const short = time.Millisecond
 	cases := []struct {
 		name    string
@@ -319,10 +307,10 @@ func TestConnTimerStale(t *testing.T) {
 	for _, tc := range cases {
 		c := &conn{l: l}
 		c.mu.Lock()
-		before := pops()
+		before := timerPops(l)
 		if tc.held {
 			c.armTimer(short)
-			waitPops(before + 1)
+			waitTimerPops(t, l, before+1)
 		} else {
 			c.armTimer(50 * time.Millisecond)
 		}
