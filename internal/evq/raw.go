@@ -30,7 +30,7 @@ func Copy(d, r *fabric.RawEvent) {
 	copy(d.PrivateData[:n], r.PrivateData[:n])
 }
 
-// Move is the queue's pop (ring.NewQueueMove): *r copied whole into *d,
+// Move is the queue's pop (ring.Queue.Init's move): *r copied whole into *d,
 // then the pointers r holds (the new endpoint, the multicast group's)
 // cleared, each only if it is set, so that the slot keeps nothing
 // reachable; nothing else of r is written (most events hold no pointer:

@@ -46,7 +46,7 @@ type Queue[T any] struct {
 	waiters int           // goroutines blocked in Pop or Wait: only they need the token
 	closed  bool
 
-	move func(dst, src *T) // Pop's and PopN's move out of a slot (NewQueueMove), or nil: copy and clear
+	move func(dst, src *T) // Pop's and PopN's move out of a slot (Init), or nil: copy and clear
 }
 
 // NewQueue returns an empty queue whose ring starts with room for size
@@ -58,10 +58,18 @@ func NewQueue[T any](size int, errClosed error) *Queue[T] {
 	return q
 }
 
-// Init makes q, a zero Queue, an empty queue as NewQueueMove(size,
-// errClosed, move) returns one (a nil move is NewQueue's), for a Queue held
-// by value in the struct that owns it: one allocation fewer than pointing
-// to one. q must not be copied once used, nor initialized twice.
+// Init makes q, a zero Queue, an empty queue as NewQueue(size, errClosed)
+// returns one, for a Queue held by value in the struct that owns it: one
+// allocation fewer than pointing to one. q must not be copied once used,
+// nor initialized twice.
+//
+// A non-nil move makes Pop and PopN move entries out with move(dst, src)
+// rather than copying and clearing them whole: move copies src into dst
+// and clears every pointer src holds; the slot's other bytes stay as move
+// left them (a push overwrites the whole slot), so that a pop need not
+// write the lines of a large entry another goroutine pushed
+// (internal/evq's 376-byte raw events). Close still hands back, and
+// clears, what is left. A nil move is NewQueue's copy and clear.
 func (q *Queue[T]) Init(size int, errClosed error, move func(dst, src *T)) {
 	if errClosed == nil {
 		errClosed = ErrClosed
@@ -69,21 +77,8 @@ func (q *Queue[T]) Init(size int, errClosed error, move func(dst, src *T)) {
 	q.errClosed, q.signal, q.r, q.move = errClosed, make(chan struct{}, 1), New[T](size, 0), move
 }
 
-// NewQueueMove is NewQueue for entries that Pop and PopN move out with
-// move(dst, src) rather than copying and clearing them whole: move copies
-// src into dst and clears every pointer src holds; the slot's other bytes
-// stay as move left them (a push overwrites the whole slot), so that a pop
-// need not write the lines of a large entry another goroutine pushed
-// (internal/evq's 376-byte raw events). Close still hands back, and
-// clears, what is left.
-func NewQueueMove[T any](size int, errClosed error, move func(dst, src *T)) *Queue[T] {
-	q := new(Queue[T])
-	q.Init(size, errClosed, move)
-	return q
-}
-
 // Moves reports whether Pop and PopN move entries out with the function
-// given to NewQueueMove (false: they copy and clear them whole).
+// given to Init (false: they copy and clear them whole).
 func (q *Queue[T]) Moves() bool { return q.move != nil }
 
 // popOne moves the oldest entry into out; q.mu is held and the queue is not

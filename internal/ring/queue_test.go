@@ -505,7 +505,7 @@ func TestQueueCloseWakesEveryWaiter(t *testing.T) {
 	}
 }
 
-// TestQueueMovePops: a queue made with NewQueueMove pops (Pop, PopN)
+// TestQueueMovePops: a queue given a move by Init pops (Pop, PopN)
 // through its move function, in order, and leaves each slot as move left
 // it rather than zeroed; Close hands back what is left, whole.
 func TestQueueMovePops(t *testing.T) {
@@ -514,7 +514,8 @@ func TestQueueMovePops(t *testing.T) {
 		a, b int  // left in the slot
 	}
 	moves := 0
-	q := NewQueueMove[entry](4, nil, func(d, s *entry) {
+	q := new(Queue[entry])
+	q.Init(4, nil, func(d, s *entry) {
 		moves++
 		*d = *s
 		s.p = nil
