@@ -51,8 +51,6 @@ type registration struct {
 	stop    func() bool // cancels the channel's OnClose hook (under regMu)
 	removed atomic.Bool
 	closed  atomic.Bool // pfd is closed
-
-	attached bool // the loop attached it and has not forgotten it (loop-owned; see Reactor.regs)
 }
 
 // closeNotifier is implemented by channels and completion queues that say
@@ -92,13 +90,7 @@ type Reactor struct {
 	byCQ  map[id.CQ]*registration    // registered completion queues
 	live  map[*registration]struct{} // registrations whose pfd is open
 
-	// queued counts the tasks posted to the loop (post, call) that have
-	// not begun: with none, and one registration, a full batch needs no
-	// wait before the next (alone).
-	queued atomic.Int32
-
 	// loop-owned
-	regs   int             // registrations attached to the loop and not forgotten
 	raw    fabric.RawEvent // id.TakeEvent's buffer
 	ev     *id.Event       // the inline loop's event (id.TakeEventInto): one at a time, never pooled
 	paused bool
@@ -177,34 +169,14 @@ func New(opts ...Option) (*Reactor, error) {
 }
 
 // post queues fn for the loop goroutine; once the loop has exited it does
-// nothing (the loop's exit released what tasks would have). The task is
-// counted in queued until it begins (alone).
-func (r *Reactor) post(fn func()) {
-	r.queued.Add(1)
-	if !r.l.Post(func() { r.queued.Add(-1); fn() }) {
-		r.queued.Add(-1)
-	}
-}
+// nothing (the loop's exit released what tasks would have).
+func (r *Reactor) post(fn func()) { r.l.Post(fn) }
 
 // call runs fn on the loop and waits, unless the caller is an inline
 // handler (which runs on the loop: waiting would deadlock), in which case
 // fn runs when the handler returns (dispatch marks inline handlers for the
-// loop's Call). It is counted in queued as post's tasks are.
-func (r *Reactor) call(fn func()) {
-	r.queued.Add(1)
-	if !r.l.Call(func() { r.queued.Add(-1); fn() }) {
-		r.queued.Add(-1)
-	}
-}
-
-// alone reports whether the loop has nothing to do but read its one
-// registration: no other is attached and no task waits. A drain that took
-// a full batch then takes the next at once: Batch shares the loop among
-// registrations (and with tasks), and with none to share it with, the
-// wait for the next readiness report (an epoll_wait system call per
-// batch) was a twentieth of an inline dispatch (BENCHMARKS.md, "What is
-// slow and why", finding 31). Loop only.
-func (r *Reactor) alone() bool { return r.regs == 1 && r.queued.Load() == 0 }
+// loop's Call).
+func (r *Reactor) call(fn func()) { r.l.Call(fn) }
 
 // Register adds a channel: its events go to h. A channel can be registered
 // once. It may be called from a handler. A nil channel or handler (also a
@@ -297,8 +269,6 @@ func (r *Reactor) add(reg *registration, open, fresh func() bool, record func())
 	r.post(func() {
 		if !reg.removed.Load() {
 			r.l.Attach(reg.pfd, reg.gen, reg)
-			reg.attached = true
-			r.regs++
 			if !r.paused { // resume arms it otherwise
 				if err := r.l.Modify(reg.pfd, reg.gen, poll.In); err != nil {
 					r.log.Warn().Err(err).Int("fd", reg.fd).Msg("epoll arm")
@@ -436,10 +406,6 @@ func (r *Reactor) dropClosed(reg *registration) {
 // duplicate).
 func (r *Reactor) forget(reg *registration) {
 	reg.removed.Store(true)
-	if reg.attached {
-		reg.attached = false
-		r.regs--
-	}
 	if reg.closed.Load() {
 		return
 	}
@@ -489,7 +455,7 @@ func (r *Reactor) drain(reg *registration) int {
 	for {
 		k := r.drainBatch(reg)
 		n += k
-		if k < r.opts.Batch || r.paused || !r.alone() {
+		if k < r.opts.Batch || r.paused || !r.l.Alone() {
 			return n
 		}
 	}
@@ -566,7 +532,7 @@ func (r *Reactor) drainInline(reg *registration) int {
 		}
 		n += k
 		r.stats.events.Add(uint64(k))
-		if k < r.opts.Batch || !r.alone() {
+		if k < r.opts.Batch || !r.l.Alone() {
 			break
 		}
 	}

@@ -63,6 +63,7 @@ type Loop[H any] struct {
 	state    atomic.Int32
 	gen      atomic.Uint32
 	inline   atomic.Int32 // >0 while the loop runs a callback marked with InlineBegin
+	queued   atomic.Int32 // tasks posted that have not begun (Alone)
 
 	// pending is true while a wakeup is on its way or the loop is awake
 	// and will look at its task queue before it parks: posts then need no
@@ -77,7 +78,8 @@ type Loop[H any] struct {
 	dead  bool     // exited or exiting: posts are refused
 
 	// owned by the loop goroutine
-	looks uint64 // waits so far (Looks)
+	looks    uint64 // waits so far (Looks)
+	attached int    // descriptors with a handler (Alone)
 	// regs holds each attached descriptor's handler, indexed by the
 	// descriptor (gen 0: none; Add never hands out 0). Descriptors are
 	// small and dense, so a slice grown to the highest one attached costs
@@ -154,6 +156,7 @@ func (l *Loop[H]) Post(fn func()) bool {
 		return false
 	}
 	l.tasks = append(l.tasks, fn)
+	l.queued.Add(1)
 	l.wakeLocked()
 	l.mu.Unlock()
 	return true
@@ -228,13 +231,17 @@ func (l *Loop[H]) Attach(fd int, gen uint32, h H) {
 		l.regs = slices.Grow(l.regs, max(fd+1, 16)-len(l.regs))
 		l.regs = l.regs[:cap(l.regs)]
 	}
+	if l.regs[fd].gen == 0 {
+		l.attached++
+	}
 	l.regs[fd] = entry[H]{gen: gen, h: h}
 }
 
 // drop forgets fd's handler. Loop only.
 func (l *Loop[H]) drop(fd int) {
-	if fd >= 0 && fd < len(l.regs) {
+	if fd >= 0 && fd < len(l.regs) && l.regs[fd].gen != 0 {
 		l.regs[fd] = entry[H]{}
+		l.attached--
 	}
 }
 
@@ -285,6 +292,15 @@ func (l *Loop[H]) Range(f func(fd int, gen uint32, h H)) {
 		}
 	}
 }
+
+// Alone reports whether the loop has nothing to do but serve one
+// descriptor: exactly one has a handler attached, and no posted task waits
+// (a task counts from its Post until it begins). A handler that finds a
+// full batch to read may then read the next at once instead of waiting for
+// another readiness report: there is no one to share the loop with (an
+// epoll_wait per batch was a twentieth of an inline dispatch:
+// BENCHMARKS.md, finding 31). Loop only.
+func (l *Loop[H]) Alone() bool { return l.attached == 1 && l.queued.Load() == 0 }
 
 // Looks counts the loop's looks at its epoll set so far (a park counts
 // one). A handler that sees it one above its last report's knows that it
@@ -470,6 +486,7 @@ func (l *Loop[H]) runTasks() (exit bool) {
 		l.tasks, l.spare = l.spare[:0], nil
 		l.mu.Unlock()
 		for k, fn := range tasks {
+			l.queued.Add(-1)
 			fn()
 			tasks[k] = nil
 		}

@@ -900,3 +900,34 @@ func TestLooks(t *testing.T) {
 		_ = l.Unregister(e.Fd())
 	})
 }
+
+// TestAlone: Alone holds while exactly one descriptor has a handler and no
+// posted task waits. A task counts from its Post until it begins (the task
+// asking, and those before it, do not count; those after it do); attaching
+// the same descriptor again, for a new generation, still counts it once;
+// Forget and Unregister uncount it once, however often called.
+func TestAlone(t *testing.T) {
+	l := startLoop(t)
+	a, b := eventFD(t), eventFD(t)
+	steps := []struct {
+		name string
+		do   func() // on the loop
+		want bool
+	}{
+		{"nothing attached", func() {}, false},
+		{"one registered", func() { _, _ = l.Register(a.Fd(), 0, &handler{}) }, true},
+		{"a task posted", func() { l.Post(func() {}) }, false},
+		{"the task ran", func() {}, true},
+		{"a second registered", func() { _, _ = l.Register(b.Fd(), 0, &handler{}) }, false},
+		{"the second forgotten", func() { l.Forget(b.Fd()); l.Forget(b.Fd()) }, true},
+		{"the first attached again", func() { l.Attach(a.Fd(), 1<<20, &handler{}) }, true},
+		{"the first unregistered", func() { _ = l.Unregister(a.Fd()); _ = l.Unregister(a.Fd()) }, false},
+	}
+	for _, s := range steps {
+		var got bool
+		mustCall(t, l, func() { s.do(); got = l.Alone() })
+		if got != s.want {
+			t.Fatalf("%s: Alone = %v, want %v", s.name, got, s.want)
+		}
+	}
+}
