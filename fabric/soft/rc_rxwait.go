@@ -76,6 +76,11 @@ type rxWait struct {
 	ctx   context.Context
 	busy  bool // look found c.mu held: wait for it outside the netpoller
 	ended bool // look found the claim void (the connection left RTS, the QP went)
+
+	// The kick on a context's end (onEnd), kept from one wait to the
+	// next: the claimant's, or c.mu's while no waiter holds the claim.
+	endDone <-chan struct{} // the Done channel of the context it watches
+	endStop func() bool     // cancels it
 }
 
 // rxPast is the read deadline that kicks a parked direct reader.
@@ -227,15 +232,37 @@ func directCtx(ctx context.Context) bool {
 	return t == stdCancelCtx || t == stdTimerCtx
 }
 
-// onEnd has w's waiter kicked when ctx ends; nil if ctx never does.
-func (w *rxWait) onEnd(ctx context.Context) (stop func() bool) {
-	switch a, ok := ctx.(afterFuncer); {
-	case ok:
-		return a.AfterFunc(w.kickFn)
-	case ctx.Done() != nil:
-		return context.AfterFunc(ctx, w.kickFn)
+// onEnd has w's waiter kicked when ctx ends (nothing to do if it never
+// does). The registration outlives the wait: the next wait on a context
+// with the same Done channel (most often the same context: a goroutine
+// serving a connection waits with its own again and again) keeps it as it
+// is, where a registration per wait was two allocations each
+// (context.AfterFunc's), the only ones of a blocking wait; a wait on
+// another context replaces it, and the reader's close drops it
+// (dropEnd). A kick from a context whose wait has returned makes a later
+// wait look at its queue and context once more, nothing else. Called by
+// the claimant.
+func (w *rxWait) onEnd(ctx context.Context) {
+	done := ctx.Done()
+	if done == nil || done == w.endDone {
+		return
 	}
-	return nil
+	w.dropEnd()
+	if a, ok := ctx.(afterFuncer); ok {
+		w.endStop = a.AfterFunc(w.kickFn)
+	} else {
+		w.endStop = context.AfterFunc(ctx, w.kickFn)
+	}
+	w.endDone = done
+}
+
+// dropEnd cancels the kick onEnd registered, if any: by the claimant, or
+// under c.mu while no waiter holds the claim.
+func (w *rxWait) dropEnd() {
+	if w.endStop != nil {
+		w.endStop()
+	}
+	w.endDone, w.endStop = nil, nil
 }
 
 // waitDirect waits on cq, one of q's queues, reading q's connection
@@ -279,11 +306,8 @@ func (q *rcQP) waitDirect(ctx context.Context, cq *cq) error {
 	}
 	c.mu.Unlock()
 
-	stop := w.onEnd(ctx)
+	w.onEnd(ctx)
 	err := w.run()
-	if stop != nil {
-		stop()
-	}
 	cq.parked.Store(nil)
 
 	c.mu.Lock()
@@ -294,6 +318,7 @@ func (q *rcQP) waitDirect(ctx context.Context, cq *cq) error {
 		c.rxw = nil
 		w.linger.Stop()
 		w.armed = false
+		w.dropEnd()
 		_ = w.f.Close()
 	case p.readsFor(q):
 		// Kept for the next wait; the timer gives it back if none
@@ -390,6 +415,7 @@ func (w *rxWait) closeConn() bool {
 		c.rxw = nil
 		w.linger.Stop()
 		w.armed = false
+		w.dropEnd()
 		_ = w.f.Close()
 		return false
 	}

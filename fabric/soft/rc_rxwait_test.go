@@ -209,6 +209,54 @@ func TestDirectWaitKicks(t *testing.T) {
 			t.Fatalf("wait: %v, want context.Canceled", err)
 		}
 	})
+	// The kick on a context's end is registered once for the waits that
+	// come with the same context, and still kicks the later ones; a wait
+	// with another context drops it for its own.
+	t.Run("context kept between waits", func(t *testing.T) {
+		p := newPair(t, pairOpts{})
+		defer p.close()
+		buf, sb := make([]byte, 64), make([]byte, 64)
+		m, sm := reg(t, p.cli, buf, id.AccessLocalWrite), reg(t, p.srv, sb, id.AccessLocalWrite)
+		sendOnce := func(ctx context.Context) { // a wait that returns by a completion
+			t.Helper()
+			if err := p.srv.qp.PostRecv(&id.RecvWR{Buf: sb, MR: sm}); err != nil {
+				t.Fatal(err)
+			}
+			errc := parkedOn(t, ctx, p.cli.qp, p.cli.qp.SendCQ())
+			if err := p.cli.qp.PostSend(&id.SendWR{Opcode: id.WRSend, Flags: id.SendSignaled, Buf: buf, MR: m}); err != nil {
+				t.Fatal(err)
+			}
+			if err := waitReturn(t, errc); err != nil {
+				t.Fatal(err)
+			}
+			wantWC(t, comp(t, p.cli.qp.SendCQ()), id.WCSuccess, id.WCSend)
+			wantWC(t, comp(t, p.srv.qp.RecvCQ()), id.WCSuccess, id.WCRecv)
+		}
+		a, b := newOwnCtx(), newOwnCtx()
+		sendOnce(a)
+		sendOnce(a)
+		if made, live := a.registered(); made != 1 || live != 1 {
+			t.Fatalf("two waits with one context: %d registrations, %d live; want 1, 1", made, live)
+		}
+		sendOnce(b)
+		if made, live := a.registered(); made != 1 || live != 0 {
+			t.Fatalf("the first context after a wait with another: %d registrations, %d live; want 1, 0", made, live)
+		}
+		a.cancel() // no longer watched: the wait with b below stays parked
+		errc := parkedOn(t, b, p.cli.qp, p.cli.qp.RecvCQ())
+		select {
+		case err := <-errc:
+			t.Fatalf("the wait with b returned %v when a ended", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		b.cancel()
+		if err := waitReturn(t, errc); !errors.Is(err, context.Canceled) {
+			t.Fatalf("wait: %v, want context.Canceled", err)
+		}
+		if made, _ := b.registered(); made != 1 {
+			t.Fatalf("two waits with b: %d registrations, want 1", made)
+		}
+	})
 	t.Run("destroy QP", func(t *testing.T) {
 		p := newPair(t, pairOpts{})
 		defer p.close()
@@ -353,6 +401,14 @@ type ownCtx struct {
 }
 
 func newOwnCtx() *ownCtx { return &ownCtx{done: make(chan struct{}), fns: map[int]func(){}} }
+
+// registered reports how many AfterFunc registrations were made on c,
+// and how many are still waiting for its end.
+func (c *ownCtx) registered() (made, live int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.next, len(c.fns)
+}
 
 func (c *ownCtx) Deadline() (time.Time, bool) { return time.Time{}, false }
 func (c *ownCtx) Done() <-chan struct{}       { return c.done }
