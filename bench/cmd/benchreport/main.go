@@ -700,6 +700,14 @@ func (r *report) vm() {
 			continue
 		}
 		tabs := parseGoCmtime(cli)
+		if tool == "gosock-siw" && len(tabs) > 0 { // -S: one table, sockets created, connected, closed
+			t := tabs[len(tabs)-1]
+			ms := func(st string) float64 { return t[st]["total(us)"] / 1e3 }
+			add("create id", ms("create id"))
+			add("connect", ms("cm connect"))
+			add("destroy", ms("destroy id"))
+			continue
+		}
 		if len(tabs) < 2 {
 			continue
 		}
@@ -729,6 +737,7 @@ func (r *report) vm() {
 		{"gosoft-siw", "Go cmtime, soft fabric, siw0's address"},
 		{"rdmacore-rxe", "rdma-core cmtime, rxe0"},
 		{"gokernel-rxe", "Go cmtime, kernel fabric, rxe0"},
+		{"gosock-siw", "Go cmtime -S, TCP sockets (handshake only), siw0's address"},
 	}
 	steps := []string{"create id", "resolve addr", "resolve route", "create qp", "connect", "disconnect", "destroy"}
 	head := []string{"step"}
@@ -786,5 +795,7 @@ func (r *report) vm() {
 		{"Go soft / rdma-core rxe, sum of steps", ratio(pair("gosoft-siw", "rdmacore-rxe"))},
 		{"Go kernel / rdma-core rxe, sum of steps", ratio(pair("gokernel-rxe", "rdmacore-rxe"))},
 		{"Go kernel / rdma-core rxe, connect", ratio(stepPair("gokernel-rxe", "rdmacore-rxe", "connect"))},
+		{"rdma-core siw / sockets -S, sum of steps", ratio(pair("rdmacore-siw", "gosock-siw"))},
+		{"Go soft / sockets -S, sum of steps", ratio(pair("gosoft-siw", "gosock-siw"))},
 	})
 }
