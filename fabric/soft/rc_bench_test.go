@@ -13,17 +13,32 @@ import (
 var benchSizes = []int{64, 4 << 10, 1 << 20}
 
 // waitWC waits for one completion without allocating.
-func waitWC(cq id.CQ, wc []id.WC) id.WC {
+func waitWC(cq id.CQ, wc []id.WC) id.WC { return waitWCCtx(context.Background(), cq, wc) }
+
+// waitWCCtx is waitWC with ctx for the waits.
+func waitWCCtx(ctx context.Context, cq id.CQ, wc []id.WC) id.WC {
 	for cq.Poll(wc[:1]) == 0 {
-		_ = cq.Wait(context.Background())
+		_ = cq.Wait(ctx)
 	}
 	return wc[0]
 }
 
 // BenchmarkRCPingPong measures round trips of a Send and its echo over
 // loopback, through the QP interface (work requests reused).
-func BenchmarkRCPingPong(b *testing.B) {
-	for _, n := range benchSizes {
+func BenchmarkRCPingPong(b *testing.B) { benchRCPingPong(b, benchSizes, context.Background()) }
+
+// BenchmarkRCPingPongCancelCtx is BenchmarkRCPingPong at 64 B with both
+// ends waiting with a cancelable context, as a server's request-scoped
+// waits do (a direct wait registers the kick on its end once, not per
+// wait: BENCHMARKS.md, finding 36).
+func BenchmarkRCPingPongCancelCtx(b *testing.B) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	benchRCPingPong(b, benchSizes[:1], ctx)
+}
+
+func benchRCPingPong(b *testing.B, sizes []int, ctx context.Context) {
+	for _, n := range sizes {
 		b.Run(sizeName(n), func(b *testing.B) {
 			p := newPair(b, pairOpts{})
 			defer p.close()
@@ -39,7 +54,7 @@ func BenchmarkRCPingPong(b *testing.B) {
 				defer close(done)
 				var wc [1]id.WC
 				for {
-					if w := waitWC(p.srv.qp.RecvCQ(), wc[:]); w.Status != id.WCSuccess {
+					if w := waitWCCtx(ctx, p.srv.qp.RecvCQ(), wc[:]); w.Status != id.WCSuccess {
 						return
 					}
 					_ = p.srv.qp.PostRecv(srecv)
@@ -53,7 +68,7 @@ func BenchmarkRCPingPong(b *testing.B) {
 			for k := 0; k < b.N; k++ {
 				_ = p.cli.qp.PostRecv(crecv)
 				_ = p.cli.qp.PostSend(csend)
-				if w := waitWC(p.cli.qp.RecvCQ(), wc[:]); w.Status != id.WCSuccess {
+				if w := waitWCCtx(ctx, p.cli.qp.RecvCQ(), wc[:]); w.Status != id.WCSuccess {
 					b.Fatalf("%+v", w)
 				}
 			}
