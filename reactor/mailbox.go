@@ -2,6 +2,7 @@ package reactor
 
 import (
 	"net/netip"
+	"time"
 	"unsafe"
 
 	"github.com/cmrt/cmrt/fabric"
@@ -243,8 +244,8 @@ func (m *mailboxes) all(f func(*mailbox)) {
 	}
 }
 
-// workerBatch is how many items of one mailbox a worker takes per hold of
-// mbMu.
+// workerBatch is how many items a worker takes per hold of mbMu: from
+// one mailbox, or from several (takeLocked).
 const workerBatch = 16
 
 // enqueueLocked appends it to key's mailbox and, if the mailbox was idle,
@@ -326,8 +327,9 @@ func (r *Reactor) startWorkers(k int) {
 	}
 }
 
-// work is a worker: it drains scheduled mailboxes, workerBatch items per
-// hold of mbMu, until the run queue is empty, and then exits.
+// work is a worker: it drains scheduled mailboxes, up to workerBatch items
+// per hold of mbMu (takeLocked), until the run queue is empty, and then
+// exits.
 //
 // Workers are plain goroutines started when a mailbox becomes runnable and
 // fewer than Options.Workers run, not a pool of parked goroutines: under
@@ -339,38 +341,81 @@ func (r *Reactor) startWorkers(k int) {
 func (r *Reactor) work() {
 	defer r.workers.Done()
 	var buf [workerBatch]item
+	var held [workerBatch]*mailbox
 	wc := new(id.WC) // handed to completion handlers: one per worker, not per item
 	// The worker's event: it delivers and handles one claimed event at a
 	// time, so one Event of its own serves them all (id.DeliverClaimedInto),
 	// in its CPU's cache, without the event pool's Get and Put.
 	own := new(id.Event)
+	many := false // the last batch's handlers were quick: take from several mailboxes
 	r.mbMu.Lock()
 	for {
-		mb, ok := r.runq.Pop()
-		if !ok {
+		h, n := r.takeLocked(&buf, &held, many)
+		if h == 0 {
 			r.running--
 			r.mbMu.Unlock()
 			return
 		}
-		for {
-			n := 0
-			for ; n < len(buf) && mb.items.Len() > 0; n++ {
-				f := mb.items.Front()
-				copyItem(&buf[n], f)
-				mb.items.Discard() // the slot is left as it is: see mailbox
-			}
-			if n == 0 {
-				mb.scheduled = false // idle, kept in the map: see mailbox
-				r.idleBoxes++
-				break
-			}
-			r.mbMu.Unlock()
-			for k := 0; k < n; {
-				k = r.runItems(buf[:n], k, wc, own)
-			}
-			r.handled(n)
-			r.mbMu.Lock()
+		r.mbMu.Unlock()
+		start := journal.Now()
+		for k := 0; k < n; {
+			k = r.runItems(buf[:n], k, wc, own)
 		}
+		many = journal.Now()-start < journal.Stamp(n)*quickItem
+		r.handled(n)
+		r.mbMu.Lock()
+		r.releaseLocked(held[:h])
+	}
+}
+
+// quickItem is the handler time per item under which a worker's next
+// batch takes from several mailboxes (takeLocked). A hold of mbMu, which
+// the loop and every worker share, costs a few hundred nanoseconds when
+// they contend for it: next to handlers slower than this it is a small
+// part, and a handler that slow may block, holding up the other
+// mailboxes' items in its batch while idle workers could run them.
+const quickItem = 2 * journal.Stamp(time.Microsecond)
+
+// takeLocked fills buf with the items of mailboxes from the run queue, in
+// order, up to workerBatch, and lists in held the mailboxes it took them
+// from, which the worker owns (they stay scheduled) until releaseLocked.
+// It returns how many mailboxes and items it took: none when the run
+// queue is empty. It takes the first mailbox's items and, when many is
+// set (the worker's last batch was quick: see quickItem), the next
+// mailbox's while buf has room and the run queue holds at least one
+// mailbox per worker besides, so that each worker still finds one. A
+// worker taking one mailbox per hold of mbMu locked it once for every
+// event of ids with one event each (the many connections of a server),
+// on the lock the loop and every worker share (BENCHMARKS.md, "What is
+// slow and why", finding 37). mbMu is held.
+func (r *Reactor) takeLocked(buf *[workerBatch]item, held *[workerBatch]*mailbox, many bool) (h, n int) {
+	for n < len(buf) && (h == 0 || many && r.runq.Len() >= r.opts.Workers) {
+		mb, ok := r.runq.Pop()
+		if !ok {
+			break
+		}
+		held[h] = mb
+		h++
+		for ; n < len(buf) && mb.items.Len() > 0; n++ {
+			copyItem(&buf[n], mb.items.Front())
+			mb.items.Discard() // the slot is left as it is: see mailbox
+		}
+	}
+	return h, n
+}
+
+// releaseLocked gives back the mailboxes a worker took (takeLocked) once
+// it has run their items: one with more items goes to the back of the run
+// queue, still scheduled; an empty one goes idle. mbMu is held.
+func (r *Reactor) releaseLocked(held []*mailbox) {
+	for k, mb := range held {
+		if mb.items.Len() > 0 {
+			r.runq.Push(mb)
+		} else {
+			mb.scheduled = false // idle, kept in the map: see mailbox
+			r.idleBoxes++
+		}
+		held[k] = nil
 	}
 }
 

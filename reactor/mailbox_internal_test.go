@@ -12,6 +12,7 @@ import (
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/id"
 	"github.com/cmrt/cmrt/internal/handle"
+	"github.com/cmrt/cmrt/internal/ring"
 )
 
 // fakeEndpoint is a comparable fabric.Endpoint whose methods are never
@@ -348,5 +349,116 @@ func TestRecentMailboxes(t *testing.T) {
 		if e != nil {
 			t.Fatalf("forgetRecent left entry %d", k)
 		}
+	}
+}
+
+// TestWorkerTakesSeveralMailboxes: a worker takes items from the run
+// queue's mailboxes in order, up to workerBatch, moving on to the next
+// mailbox only after a quick batch and while at least one per worker is
+// left behind for the others; once it has run them, a mailbox with items left goes to the back
+// of the run queue, still scheduled, and an emptied one goes idle.
+func TestWorkerTakesSeveralMailboxes(t *testing.T) {
+	const workers = 4
+	r, err := New(WithWorkers(workers))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := r.Close(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	// box makes a scheduled mailbox with n completion items, WRIDs
+	// base+1..base+n, queued on the run queue (the test stands in for the
+	// loop; nothing is registered, so no worker starts).
+	box := func(base, n int) *mailbox {
+		mb := &mailbox{items: ring.New[item](4, 0), scheduled: true, key: mboxKey{reg: &registration{}}}
+		for k := 1; k <= n; k++ {
+			it := mb.items.PushBack()
+			it.kind, it.reg, it.wc = itemWC, mb.key.reg, id.WC{WRID: uint64(base + k)}
+		}
+		r.runq.Push(mb)
+		return mb
+	}
+	cases := []struct {
+		name      string
+		boxes     []int // items per mailbox, in run-queue order
+		many      bool
+		wantBoxes int
+		wantItems int
+	}{
+		{"one item each, ten mailboxes: three left for the others", []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, true, 7, 7},
+		{"the last batch slow: one mailbox", []int{1, 1, 1, 1, 1, 1, 1, 1, 1, 1}, false, 1, 1},
+		{"as many mailboxes as workers: one taken", []int{1, 1, 1, 1}, true, 1, 1},
+		{"one long mailbox: a batch of it", []int{20}, true, 1, workerBatch},
+		{"one long mailbox, the last batch slow: a batch of it", []int{20}, false, 1, workerBatch},
+		{"a long one first, then short ones", []int{10, 1, 1, 1, 1, 1}, true, 3, 12},
+		{"the batch fills in the middle of a mailbox", []int{1, 1, 30, 1, 1, 1, 1, 1}, true, 3, workerBatch},
+		{"empty run queue", nil, true, 0, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r.mbMu.Lock()
+			defer r.mbMu.Unlock()
+			for _, ok := r.runq.Pop(); ok; _, ok = r.runq.Pop() { // what a failed case left
+			}
+			var mbs []*mailbox
+			for k, n := range c.boxes {
+				mbs = append(mbs, box(100*k, n))
+			}
+			var buf [workerBatch]item
+			var held [workerBatch]*mailbox
+			h, n := r.takeLocked(&buf, &held, c.many)
+			if h != c.wantBoxes || n != c.wantItems {
+				t.Fatalf("took %d items of %d mailboxes, want %d of %d", n, h, c.wantItems, c.wantBoxes)
+			}
+			// In run-queue order, each mailbox's items in its order.
+			k := 0
+			for b := 0; b < h; b++ {
+				if held[b] != mbs[b] {
+					t.Fatalf("held[%d] is not the run queue's mailbox %d", b, b)
+				}
+				for j := 1; j <= c.boxes[b] && k < n; j, k = j+1, k+1 {
+					if got, want := buf[k].wc.WRID, uint64(100*b+j); got != want {
+						t.Fatalf("item %d: WRID %d, want %d", k, got, want)
+					}
+				}
+			}
+			idle := r.idleBoxes
+			r.releaseLocked(held[:h])
+			var back []*mailbox // the run queue after the release, in order
+			for mb, ok := r.runq.Pop(); ok; mb, ok = r.runq.Pop() {
+				back = append(back, mb)
+			}
+			var wantBack []*mailbox
+			wantIdle := 0
+			wantBack = append(wantBack, mbs[h:]...) // not taken: first, as they were
+			for _, mb := range mbs[:h] {
+				if mb.items.Len() > 0 {
+					wantBack = append(wantBack, mb)
+				} else {
+					wantIdle++
+					if mb.scheduled {
+						t.Fatal("an emptied mailbox stays scheduled")
+					}
+				}
+			}
+			if !reflect.DeepEqual(back, wantBack) {
+				t.Fatalf("run queue after the release: %d mailboxes, want %d in order", len(back), len(wantBack))
+			}
+			for _, mb := range back {
+				if !mb.scheduled {
+					t.Fatal("a mailbox with items left is not scheduled")
+				}
+			}
+			if r.idleBoxes-idle != wantIdle {
+				t.Fatalf("%d mailboxes went idle, want %d", r.idleBoxes-idle, wantIdle)
+			}
+			for _, mb := range held[:h] {
+				if mb != nil {
+					t.Fatal("releaseLocked left a held mailbox listed")
+				}
+			}
+		})
 	}
 }

@@ -20,7 +20,11 @@ import (
 //     inline handler that blocks stops every channel of the reactor. Events
 //     of one id are handled one at a time and in order either way; workers
 //     start when events arrive and exit when none wait, so a large value
-//     costs nothing while idle.
+//     costs nothing while idle. A worker whose handlers have been quick
+//     takes the events of several ids at once (up to 16), leaving at
+//     least one waiting id per worker to the others: a handler that then
+//     blocks holds those events back until it returns, and its worker
+//     goes back to one id at a time.
 //   - MaxPending bounds the events taken from channels and not handled yet,
 //     that is the memory a burst can hold in the reactor. Give it at least
 //     the burst of connection requests you expect (a listen backlog's

@@ -5,6 +5,7 @@ import (
 	"context"
 	"reflect"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -97,6 +98,38 @@ func TestPoolBoundsWorkersAndHoldsNoneWhenIdle(t *testing.T) {
 	if s := fx.r.Stats(); s.Pending != 0 || s.Events != nids {
 		t.Fatalf("stats %+v", s)
 	}
+}
+
+// TestPoolBlockedHandlerHoldsNoOtherID: a worker that starts takes one
+// mailbox's items, not several (only after a batch of quick handlers does
+// it take from several mailboxes at once): a handler that blocks in its
+// first batch holds back no other id's event, which the other worker
+// handles meanwhile.
+func TestPoolBlockedHandlerHoldsNoOtherID(t *testing.T) {
+	const nids = 16
+	fx := newFixture(t, nids, reactor.WithWorkers(2))
+	// Queued before the channel is registered: one batch, one mailbox per
+	// id on the run queue, the blocking id's first.
+	for _, cm := range fx.ids {
+		ep(cm).Inject(id.EventUser, 0, nil)
+	}
+	var others atomic.Int32
+	blocked, release := make(chan struct{}), make(chan struct{})
+	var unblock sync.Once
+	t.Cleanup(func() { unblock.Do(func() { close(release) }) }) // before the fixture's Close waits for the handler
+	if err := fx.r.Register(fx.ch, handlers.Func(func(ev *id.Event) error {
+		if ev.ID == fx.ids[0] {
+			close(blocked)
+			<-release
+			return nil
+		}
+		others.Add(1)
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	<-blocked
+	waitFor(t, "the other ids' events while one handler blocks", func() bool { return others.Load() == nids-1 })
 }
 
 // TestCloseDeadlineSkipsItemsAWorkerTook: when Close gives up on a blocked
