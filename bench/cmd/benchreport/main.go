@@ -671,7 +671,6 @@ func (r *report) vm() {
 	text := string(b)
 	type key struct{ tool string }
 	totals := map[string]map[string][]float64{} // tool -> step -> total ms per rep
-	conns := 0
 	for _, sec := range strings.Split(text, "=== TEST ")[1:] {
 		title, body, _ := strings.Cut(sec, "\n")
 		f := strings.Split(strings.TrimSpace(title), "-")
@@ -700,29 +699,27 @@ func (r *report) vm() {
 			continue
 		}
 		tabs := parseGoCmtime(cli)
-		if tool == "gosock-siw" && len(tabs) > 0 { // -S: one table, sockets created, connected, closed
-			t := tabs[len(tabs)-1]
-			ms := func(st string) float64 { return t[st]["total(us)"] / 1e3 }
-			add("create id", ms("create id"))
-			add("connect", ms("cm connect"))
-			add("destroy", ms("destroy id"))
+		sock := tool == "gosock-siw" // -S: one table, sockets created, connected and closed
+		k := len(tabs) - 2           // the QPs (or simulated QPs) test
+		if sock {
+			k = len(tabs) - 1
+		}
+		if k < 0 {
 			continue
 		}
-		if len(tabs) < 2 {
-			continue
-		}
-		t := tabs[len(tabs)-2] // the QPs (or simulated QPs) test
-		conns = int(t["full connect"]["avg/iter"])
+		t := tabs[k]
 		ms := func(st string) float64 { return t[st]["total(us)"] / 1e3 }
 		add("create id", ms("create id"))
+		add("connect", ms("cm connect"))
+		add("destroy", ms("destroy id")+ms("destroy qp"))
+		if sock {
+			continue
+		}
 		add("resolve addr", ms("resolve addr"))
 		add("resolve route", ms("resolve route"))
 		add("create qp", ms("create qp"))
-		add("connect", ms("cm connect"))
 		add("disconnect", ms("disconnect"))
-		add("destroy", ms("destroy id")+ms("destroy qp"))
 	}
-	_ = conns
 	if len(totals) == 0 {
 		r.printf("\n== 7. VM: no results in vm.log\n")
 		return
