@@ -355,8 +355,9 @@ func TestRecentMailboxes(t *testing.T) {
 // TestWorkerTakesSeveralMailboxes: a worker takes items from the run
 // queue's mailboxes in order, up to workerBatch, moving on to the next
 // mailbox only after a quick batch and while at least one per worker is
-// left behind for the others; once it has run them, a mailbox with items left goes to the back
-// of the run queue, still scheduled, and an emptied one goes idle.
+// left behind for the others; once it has run them, a mailbox with items
+// left goes to the back of the run queue, still scheduled, and an emptied
+// one goes idle.
 func TestWorkerTakesSeveralMailboxes(t *testing.T) {
 	const workers = 4
 	r, err := New(WithWorkers(workers))
@@ -430,9 +431,8 @@ func TestWorkerTakesSeveralMailboxes(t *testing.T) {
 			for mb, ok := r.runq.Pop(); ok; mb, ok = r.runq.Pop() {
 				back = append(back, mb)
 			}
-			var wantBack []*mailbox
+			wantBack := append([]*mailbox(nil), mbs[h:]...) // not taken: first, as they were
 			wantIdle := 0
-			wantBack = append(wantBack, mbs[h:]...) // not taken: first, as they were
 			for _, mb := range mbs[:h] {
 				if mb.items.Len() > 0 {
 					wantBack = append(wantBack, mb)
