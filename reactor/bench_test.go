@@ -1,6 +1,7 @@
 package reactor_test
 
 import (
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -134,6 +135,48 @@ func BenchmarkGoChannelFanout(b *testing.B) {
 	wg.Wait()
 	b.StopTimer()
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
+}
+
+// BenchmarkLineTransfer measures the machine's floor under the pool's
+// figure: what it costs to move one cache line from one CPU to the other.
+// Two goroutines, on the two Ps a 2-CPU machine has and so on its two
+// CPUs, take turns writing one word, each spinning until the other's write
+// arrives; ns/transfer is half the round trip. Every pool event crosses
+// from the loop's CPU to a worker's, and each line it writes there (its
+// mailbox item, the id's lock and counters, its journal record) is such a
+// transfer, which an inline dispatch, on one CPU, never pays: benchreport
+// divides the pool's CPU per event beyond the inline dispatch's by this
+// figure, in the same run (BENCHMARKS.md, "What bounds the rows not met").
+// It is skipped with fewer than two Ps, where a spinning goroutine would
+// hold the only one until preempted.
+func BenchmarkLineTransfer(b *testing.B) {
+	if runtime.GOMAXPROCS(0) < 2 {
+		b.Skip("needs two Ps")
+	}
+	var line struct {
+		_ [64]byte // the word alone on its line, whatever the allocator's alignment
+		v atomic.Int64
+		_ [64]byte
+	}
+	n := int64(b.N)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for k := int64(0); k < n; k++ {
+			for line.v.Load() != 2*k+1 {
+			}
+			line.v.Store(2*k + 2)
+		}
+	}()
+	b.ResetTimer()
+	for k := int64(0); k < n; k++ {
+		for line.v.Load() != 2*k {
+		}
+		line.v.Store(2*k + 1)
+	}
+	<-done
+	b.StopTimer()
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(2*b.N), "ns/transfer")
 }
 
 // The two benchmarks below decided how the reactor starts a worker for a

@@ -160,7 +160,7 @@ swapflag() { [ $(($1 % 2)) = 0 ] && echo -bench.swap=true || echo -bench.swap=fa
 part "1. reactor dispatch ($reps runs)" "$reps"
 for rep in $(seq "$reps"); do
 	run reactor "rep=$rep" "$bin/reactor.test" -test.run '^$' -test.benchmem -test.benchtime "$reactor_time" \
-		-test.bench '^Benchmark(DispatchInline|DispatchPool4|GoChannelFanout)$'
+		-test.bench '^Benchmark(DispatchInline|DispatchPool4|GoChannelFanout|LineTransfer)$'
 done
 
 part "2. connection set-up ($reps runs x 4 concurrency levels x 4 implementations, $setup_n connections each)" $((reps * 16))

@@ -229,16 +229,46 @@ func (r *report) reactor() {
 		return
 	}
 	r.printf("\n== 1. Reactor: channel fd -> epoll -> handler (reactor/bench_test.go), %d runs\n", r.reps(in))
-	rows := [][]string{{"", "events/s", "ns/event", "allocs/event", "B/event"}}
+	rows := [][]string{{"", "events/s", "ns/event", "cpu-ns/event", "allocs/event", "B/event"}}
 	for _, n := range []string{in, pool, base} {
 		rows = append(rows, []string{strings.TrimPrefix(n, "Benchmark"), spread(r.values(n, "events/s")),
-			spread(r.values(n, "ns/op")), spread(r.values(n, "allocs/op")), spread(r.values(n, "B/op"))})
+			spread(r.values(n, "ns/op")), spread(r.values(n, "cpu-ns/op")), spread(r.values(n, "allocs/op")), spread(r.values(n, "B/op"))})
 	}
 	r.table(rows)
 	r.printf("  events/s of cmrt relative to the Go-channel fan-out (same run):\n")
 	r.table([][]string{
 		{"inline / fan-out", ratio(r.ratios(in, base, "events/s"))},
 		{"pool of 4 / fan-out", ratio(r.ratios(pool, base, "events/s"))},
+	})
+	r.lineTransfers(in, pool)
+}
+
+// lineTransfers prints the pool's CPU per event beyond the inline
+// dispatch's in units of the same run's cache-line transfer between the
+// two CPUs (BenchmarkLineTransfer), rep by rep: how many lines each event
+// moves across when the loop hands it to a worker.
+func (r *report) lineTransfers(in, pool string) {
+	const lt = "BenchmarkLineTransfer"
+	line := r.values(lt, "ns/transfer")
+	if len(line) == 0 {
+		return
+	}
+	ci, cp := r.runs[in], r.runs[pool]
+	var extra, lines []float64
+	for k := 0; k < len(ci) && k < len(cp) && k < len(r.runs[lt]); k++ {
+		vi, oki := ci[k]["cpu-ns/op"]
+		vp, okp := cp[k]["cpu-ns/op"]
+		vl, okl := r.runs[lt][k]["ns/transfer"]
+		if oki && okp && okl && vl > 0 {
+			extra = append(extra, vp-vi)
+			lines = append(lines, (vp-vi)/vl)
+		}
+	}
+	r.printf("  the pool's hand-off in cache-line transfers between the two CPUs (same run):\n")
+	r.table([][]string{
+		{"one line transfer (LineTransfer)", spread(line) + " ns"},
+		{"pool - inline, CPU per event", spread(extra) + " ns"},
+		{"in line transfers per event", spread(lines)},
 	})
 }
 

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestReactorReport: part 1 of the report from two repetitions of the
+// reactor benchmarks: rates, CPU per event, the ratios to the fan-out,
+// and the pool's CPU per event beyond the inline dispatch's in the same
+// repetition's line transfers (400 ns / 200 ns = 2.00 in the first, 100 /
+// 50 = 2.00 in the second; the medians of 400 and 100 ns and of 200 and
+// 50 ns are their means).
+func TestReactorReport(t *testing.T) {
+	var out bytes.Buffer
+	r := &report{w: &out, dir: "testdata/reactor"}
+	r.load()
+	r.reactor()
+	got := out.String()
+	for _, want := range []string{
+		"== 1. Reactor: channel fd -> epoll -> handler (reactor/bench_test.go), 2 runs\n",
+		"  DispatchPool4    4.85M [3.03M..6.67M]  240 [150..330]    370 [210..530]  0 [0..0]      0 [0..0]\n",
+		"  GoChannelFanout  11.2M [10.0M..12.5M]  90.0 [80.0..100]  -               0 [0..0]      0 [0..0]\n",
+		"  pool of 4 / fan-out  0.42x [0.30..0.53]\n",
+		"  one line transfer (LineTransfer)  125 [50.0..200] ns\n",
+		"  pool - inline, CPU per event      250 [100..400] ns\n",
+		"  in line transfers per event       2.00 [2.00..2.00]\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("report lacks %q; it is:\n%s", want, got)
+		}
+	}
+}
