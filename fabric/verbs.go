@@ -248,6 +248,35 @@ type QPInitAttr struct {
 	Cap QPCap
 	// SigAll makes every send work request signaled.
 	SigAll bool
+	// SendCQ and RecvCQ, as ibv_qp_init_attr's send_cq and recv_cq, are
+	// completion queues the caller made (CQCreator.CreateCQ, on an
+	// endpoint of the same fabric and device) for the QP's send and
+	// receive completions, which other QPs may share; the QP's
+	// completions carry its number (WC.QPNum). A nil one is the QP's own
+	// queue, made with it and destroyed with it. A queue from another
+	// fabric or device is EINVAL.
+	SendCQ, RecvCQ SharedCQ
+}
+
+// CQCreator is implemented by endpoints of fabrics whose completion queues
+// can be made apart from any QP and shared among QPs, as ibv_create_cq on
+// the id's device.
+type CQCreator interface {
+	// CreateCQ makes a completion queue of at least depth entries (at
+	// least 1) on the endpoint's device.
+	CreateCQ(depth int) (SharedCQ, error)
+}
+
+// SharedCQ is a completion queue made apart from any QP (CQCreator), for
+// QPs to use as their send or receive queue (QPInitAttr.SendCQ, RecvCQ).
+// It outlives them: the completions a QP queued stay in it after the QP
+// is destroyed, and none is queued for the QP once its Destroy returns.
+type SharedCQ interface {
+	CQ
+	// Destroy releases the queue, as ibv_destroy_cq: EBUSY while a QP
+	// uses it, EINVAL once destroyed. Its Fd then follows CQ's rule for a
+	// destroyed queue.
+	Destroy() error
 }
 
 // QP is a queue pair bound to an id: the data path after connection set-up.

@@ -159,6 +159,10 @@ type QPInitAttr = fabric.QPInitAttr
 // CQ is fabric.CQ: a completion queue with its completion channel.
 type CQ = fabric.CQ
 
+// SharedCQ is fabric.SharedCQ: a completion queue made apart from any QP
+// (ID.CreateCQ), which QPs share through QPInitAttr.SendCQ and RecvCQ.
+type SharedCQ = fabric.SharedCQ
+
 // SendFlags is fabric.SendFlags: what modifies a send work request, as enum ibv_send_flags.
 type SendFlags = fabric.SendFlags
 

@@ -9,8 +9,10 @@ import (
 	"github.com/cmrt/cmrt/fabric"
 )
 
-// CreateQP creates the id's queue pair, as rdma_create_qp with its own
-// completion queues, in the id's protection domain. The id must be bound
+// CreateQP creates the id's queue pair, as rdma_create_qp, in the id's
+// protection domain: with its own completion queues, or with the shared
+// ones attr names (SendCQ, RecvCQ: see CreateCQ), as librdmacm takes
+// qp_init_attr's send_cq and recv_cq. The id must be bound
 // to a device (by Bind to an address that is not a wildcard, ResolveAddr,
 // or a connection request), as librdmacm needs id->verbs: EINVAL before,
 // and for an id that has a QP already. Fabrics without a data path give
@@ -43,6 +45,39 @@ func (i *ID) CreateQP(attr *QPInitAttr) error {
 	}
 	i.qp = qp
 	return nil
+}
+
+// CreateCQ creates a completion queue of at least depth entries on the
+// id's device, as ibv_create_cq(id->verbs, depth, ...), for QPs to share:
+// pass it as QPInitAttr.SendCQ or RecvCQ to CreateQP of this id or of any
+// id on the same fabric and device, and poll or register it (a reactor's
+// RegisterCQ) once for all of them; each completion names its QP
+// (WC.QPNum). It outlives its QPs: destroy it with its Destroy once no QP
+// uses it (EBUSY before). The id must be bound to a device, as for
+// CreateQP (EINVAL before, and after Destroy); depth below 1 is EINVAL;
+// fabrics whose queues belong to their QPs give ENOSYS. The queue is the
+// caller's: destroying the id leaves it.
+func (i *ID) CreateCQ(depth int) (SharedCQ, error) {
+	i.mu.Lock()
+	st, ep := i.state, i.ep
+	i.mu.Unlock()
+	switch {
+	case st == StateDestroyed || st == StateCanceled:
+		return nil, errorf("create_cq", syscall.EINVAL, "id %d is %s", i.uid, st)
+	case st == StateIdle:
+		return nil, errorf("create_cq", syscall.EINVAL, "id %d is not bound to a device", i.uid)
+	case depth < 1:
+		return nil, errorf("create_cq", syscall.EINVAL, "depth %d", depth)
+	}
+	c, ok := ep.(fabric.CQCreator)
+	if !ok {
+		return nil, errorf("create_cq", syscall.ENOSYS, "the %s fabric has no completion queues apart from QPs", i.fabric.Name())
+	}
+	cq, err := c.CreateCQ(depth)
+	if err != nil {
+		return nil, wrap("create_cq", err)
+	}
+	return cq, nil
 }
 
 // QP returns the id's queue pair, or nil.

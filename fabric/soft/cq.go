@@ -3,6 +3,7 @@ package soft
 import (
 	"context"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -34,9 +35,94 @@ type cq struct {
 	// queue's behalf: a completion queued by another goroutine, or the
 	// queue's close, kicks it.
 	parked atomic.Pointer[rxWait]
+
+	// A queue made apart from any QP (endpoint.CreateCQ), which QPs of
+	// fab share: its users and whether it was destroyed, under shareMu.
+	// fab is nil for a QP's own queue.
+	fab       *Fabric
+	shareMu   sync.Mutex
+	users     int
+	destroyed bool
 }
 
 func newCQ() (*cq, error) { return &cq{q: ring.NewQueue[fabric.WC](16, errCQDestroyed)}, nil }
+
+// CreateCQ implements fabric.CQCreator: a queue for QPs of this fabric to
+// share. depth only bounds nothing here (the queue grows instead of
+// overflowing) but must be at least 1, as ibv_create_cq's cqe. The id must
+// be bound to a device, as for CreateQP.
+func (ep *endpoint) CreateCQ(depth int) (fabric.SharedCQ, error) {
+	ep.mu.Lock()
+	bound, gone := ep.onDeviceLocked(), ep.destroyed
+	ep.mu.Unlock()
+	switch {
+	case gone:
+		return nil, einval("create_cq: id destroyed")
+	case !bound:
+		return nil, einval("create_cq: id not bound to a device")
+	case depth < 1:
+		return nil, einval("create_cq: depth %d", depth)
+	}
+	c, err := newCQ()
+	if err != nil {
+		return nil, err
+	}
+	c.fab = ep.f
+	return c, nil
+}
+
+// Destroy implements fabric.SharedCQ.
+func (c *cq) Destroy() error {
+	if c.fab == nil {
+		return einval("destroy_cq: the queue belongs to its QP")
+	}
+	c.shareMu.Lock()
+	switch {
+	case c.destroyed:
+		c.shareMu.Unlock()
+		return einval("destroy_cq: queue destroyed")
+	case c.users > 0:
+		n := c.users
+		c.shareMu.Unlock()
+		return fmt.Errorf("soft: destroy_cq: %d QPs use the queue: %w", n, syscall.EBUSY)
+	}
+	c.destroyed = true
+	c.shareMu.Unlock()
+	c.close()
+	return nil
+}
+
+// qpCQ returns a new QP's completion queue: its own (given is nil), or the
+// caller's shared queue given, which it then counts as a user of
+// (releaseQP gives it back).
+func (f *Fabric) qpCQ(given fabric.SharedCQ) (*cq, error) {
+	if given == nil {
+		return newCQ()
+	}
+	c, ok := given.(*cq)
+	if !ok || c.fab != f {
+		return nil, einval("create_qp: completion queue of another fabric")
+	}
+	c.shareMu.Lock()
+	defer c.shareMu.Unlock()
+	if c.destroyed {
+		return nil, einval("create_qp: completion queue destroyed")
+	}
+	c.users++
+	return c, nil
+}
+
+// releaseQP is a QP's destroy of its queue: its own is closed, a shared
+// one loses a user and stays.
+func (c *cq) releaseQP() {
+	if c.fab == nil {
+		c.close()
+		return
+	}
+	c.shareMu.Lock()
+	c.users--
+	c.shareMu.Unlock()
+}
 
 // Fd implements fabric.CQ. From the first call on, the descriptor is readable
 // exactly while completions are queued. It is -1 if the queue is destroyed

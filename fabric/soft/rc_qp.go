@@ -211,14 +211,22 @@ func (t *rcTransport) createQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 	}
 	q := &rcQP{ep: ep, num: rcQPNum.Add(1), sigAll: attr.SigAll, maxInline: inl, pd: pd,
 		sq: newSlots[sendSlot](sd), rq: newSlots[recvSlot](rd)}
-	if q.scq, err = newCQ(); err != nil {
+	if q.scq, err = ep.f.qpCQ(attr.SendCQ); err != nil {
 		return nil, err
 	}
-	if q.rcq, err = newCQ(); err != nil {
-		q.scq.close()
+	if q.rcq, err = ep.f.qpCQ(attr.RecvCQ); err != nil {
+		q.scq.releaseQP()
 		return nil, err
 	}
-	q.scq.qp, q.rcq.qp = q, q // filled by the QP's connection only
+	// Its own queues are filled by its connection only: a goroutine
+	// waiting on one may read that connection itself (waitDirect). A
+	// shared queue is filled by every connection of its QPs, on their
+	// loops.
+	for _, c := range []*cq{q.scq, q.rcq} {
+		if c.fab == nil {
+			c.qp = q
+		}
+	}
 	ep.mu.Lock()
 	c, gone, dup := t.conn, ep.destroyed, t.qp != nil
 	if !gone && !dup {
@@ -243,8 +251,8 @@ func (t *rcTransport) createQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 }
 
 func (q *rcQP) release() {
-	q.scq.close()
-	q.rcq.close()
+	q.scq.releaseQP()
+	q.rcq.releaseQP()
 }
 
 // Num implements fabric.QP.
@@ -553,8 +561,9 @@ func (q *rcQP) fail(written uint64) {
 	q.flushLocked()
 }
 
-// Destroy implements fabric.QP: the QP leaves its connection, its completion
-// queues are closed and outstanding requests are dropped. The connection
+// Destroy implements fabric.QP: the QP leaves its connection, its own
+// completion queues are closed (shared ones stay, with what it queued
+// there) and outstanding requests are dropped. The connection
 // stays up, without a QP, until the id disconnects or is destroyed, unless
 // the QP's work was on the wire (a message being sent or placed, a Read
 // either side asked for): then it ends with a Terminate and DISCONNECTED,

@@ -123,21 +123,21 @@ func (t *udTransport) createQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 	if mtu <= 0 {
 		mtu = 1500
 	}
-	scq, err := newCQ()
+	scq, err := ep.f.qpCQ(attr.SendCQ)
 	if err != nil {
 		_ = unix.Close(fd)
 		return nil, err
 	}
-	rcq, err := newCQ()
+	rcq, err := ep.f.qpCQ(attr.RecvCQ)
 	if err != nil {
-		scq.close()
+		scq.releaseQP()
 		_ = unix.Close(fd)
 		return nil, err
 	}
 	l, err := ep.f.eng.acquire()
 	if err != nil {
-		scq.close()
-		rcq.close()
+		scq.releaseQP()
+		rcq.releaseQP()
 		_ = unix.Close(fd)
 		return nil, err
 	}
@@ -496,7 +496,7 @@ func (q *udQP) Destroy() error {
 		_ = unix.Close(q.fd)
 	}
 	q.l.eng.release(q.l)
-	q.scq.close()
-	q.rcq.close()
+	q.scq.releaseQP()
+	q.rcq.releaseQP()
 	return nil
 }

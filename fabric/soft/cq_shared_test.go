@@ -1,0 +1,178 @@
+package soft_test
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"syscall"
+	"testing"
+
+	"github.com/cmrt/cmrt/fabric/soft"
+	"github.com/cmrt/cmrt/id"
+)
+
+// TestSharedCQ: a completion queue made apart from any QP (ID.CreateCQ)
+// serves the QPs given it, as ibv_create_cq's queue does the QPs that name
+// it as send_cq and recv_cq: two server connections share one queue for
+// both directions, and each completion carries its QP's number and its
+// work request's id. The queue outlives its QPs: its Destroy is EBUSY
+// while a QP uses it and works once none does, when what the QPs queued
+// has been taken or not; a second Destroy, and a QP asking for a destroyed
+// queue or for one of another fabric, is EINVAL.
+func TestSharedCQ(t *testing.T) {
+	f := soft.New()
+	srvCh, cliCh := newRCChan(t, f), newRCChan(t, f)
+	lis := listen(t, srvCh)
+	cq, err := lis.CreateCQ(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	attr := id.QPInitAttr{SendCQ: cq, RecvCQ: cq}
+	var cli, srv []*rcEnd
+	for k := range 2 {
+		cli = append(cli, dial(t, cliCh, lis.LocalAddr().Port(), id.QPInitAttr{}, nil, nil))
+		srv = append(srv, acceptNext(t, srvCh, attr, func(tb testing.TB, e *rcEnd) {
+			buf := make([]byte, 64)
+			if err := e.qp.PostRecv(&id.RecvWR{WRID: uint64(100 + k), Buf: buf, MR: reg(tb, e, buf, id.AccessLocalWrite)}); err != nil {
+				tb.Fatal(err)
+			}
+		}))
+		srvCh.want(t, id.EventEstablished)
+		cliCh.want(t, id.EventEstablished)
+		if srv[k].qp.SendCQ() != id.CQ(cq) || srv[k].qp.RecvCQ() != id.CQ(cq) {
+			t.Fatalf("server QP %d: its queues are not the shared one", k)
+		}
+	}
+	if srv[0].qp.Num() == srv[1].qp.Num() {
+		t.Fatalf("two QPs numbered %d", srv[0].qp.Num())
+	}
+
+	// Each client sends one message; each server QP answers with one.
+	for k, c := range cli {
+		msg := []byte(fmt.Sprintf("to server QP %d", k))
+		if err := c.qp.PostSend(&id.SendWR{WRID: uint64(k), Opcode: id.WRSend, Buf: msg, MR: reg(t, c, msg, id.AccessLocalWrite), Flags: id.SendInline}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, s := range srv {
+		msg := []byte("reply")
+		if err := s.qp.PostSend(&id.SendWR{WRID: uint64(200 + k), Opcode: id.WRSend, Buf: msg, MR: reg(t, s, msg, id.AccessLocalWrite), Flags: id.SendSignaled | id.SendInline}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	type seen struct {
+		qp   uint32
+		wrID uint64
+		op   id.WCOpcode
+	}
+	var got []seen
+	for range 4 {
+		wc := comp(t, cq)
+		if wc.Status != id.WCSuccess {
+			t.Fatalf("completion %+v", wc)
+		}
+		got = append(got, seen{wc.QPNum, wc.WRID, wc.Opcode})
+	}
+	want := []seen{
+		{srv[0].qp.Num(), 100, id.WCRecv}, {srv[1].qp.Num(), 101, id.WCRecv},
+		{srv[0].qp.Num(), 200, id.WCSend}, {srv[1].qp.Num(), 201, id.WCSend},
+	}
+	key := func(a, b seen) int { return int(a.wrID) - int(b.wrID) }
+	slices.SortFunc(got, key)
+	if !slices.Equal(got, want) {
+		t.Fatalf("completions %+v, want %+v", got, want)
+	}
+	for _, c := range cli { // the clients' own queues: their receives are not posted, their sends unsignaled
+		if n := c.qp.SendCQ().Poll(make([]id.WC, 4)); n != 0 {
+			t.Fatalf("a client's own send queue holds %d completions", n)
+		}
+	}
+
+	// Destroy: busy while a QP uses the queue, even one QP.
+	mustErrno(t, cq.Destroy(), syscall.EBUSY)
+	if err := srv[0].id.DestroyQP(); err != nil {
+		t.Fatal(err)
+	}
+	mustErrno(t, cq.Destroy(), syscall.EBUSY)
+	if cq.Fd() < 0 {
+		t.Fatal("the shared queue's descriptor went with a QP")
+	}
+	if err := srv[1].id.DestroyQP(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cq.Destroy(); err != nil {
+		t.Fatalf("Destroy once no QP uses the queue: %v", err)
+	}
+	mustErrno(t, cq.Destroy(), syscall.EINVAL)
+	if cq.Fd() >= 0 {
+		t.Fatal("a destroyed queue still has a descriptor")
+	}
+	mustErrno(t, srv[0].id.CreateQP(&attr), syscall.EINVAL)
+
+	// A queue of another fabric.
+	g := soft.New()
+	gCh := newRCChan(t, g)
+	other, err := id.Create(gCh, nil, id.PSTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Bind(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
+		t.Fatal(err)
+	}
+	ocq, err := other.CreateCQ(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustErrno(t, srv[1].id.CreateQP(&id.QPInitAttr{RecvCQ: ocq}), syscall.EINVAL)
+	if err := srv[1].id.CreateQP(&id.QPInitAttr{}); err != nil { // the failed attempt left nothing behind
+		t.Fatal(err)
+	}
+	if err := ocq.Destroy(); err != nil {
+		t.Fatalf("the other fabric's queue after a refused CreateQP: %v", err)
+	}
+	_ = other.Destroy()
+	_ = gCh.src.Close()
+
+	for _, i := range []*id.ID{cli[0].id, cli[1].id, srv[0].id, srv[1].id, lis} {
+		if err := i.Destroy(); err != nil {
+			t.Error(err)
+		}
+	}
+	_ = srvCh.src.Close()
+	_ = cliCh.src.Close()
+	quiesceFabs(t, f, g)
+}
+
+// TestCreateCQErrors: ID.CreateCQ needs the id bound to a device, as
+// CreateQP does (EINVAL before, and after Destroy), and a depth of at
+// least 1 (EINVAL); a QP's own queue cannot be destroyed apart from it
+// (EINVAL).
+func TestCreateCQErrors(t *testing.T) {
+	f := soft.New()
+	ch := newRCChan(t, f)
+	defer func() { _ = ch.src.Close(); quiesceFabs(t, f) }()
+	i, err := id.Create(ch, nil, id.PSTCP)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = i.CreateCQ(1)
+	mustErrno(t, err, syscall.EINVAL)
+	if err := i.Bind(netip.MustParseAddrPort("127.0.0.1:0")); err != nil {
+		t.Fatal(err)
+	}
+	_, err = i.CreateCQ(0)
+	mustErrno(t, err, syscall.EINVAL)
+	if err := i.CreateQP(nil); err != nil {
+		t.Fatal(err)
+	}
+	own, ok := i.QP().SendCQ().(id.SharedCQ)
+	if !ok {
+		t.Fatal("a soft QP's queue is not a SharedCQ")
+	}
+	mustErrno(t, own.Destroy(), syscall.EINVAL)
+	if err := i.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = i.CreateCQ(1)
+	mustErrno(t, err, syscall.EINVAL)
+}
