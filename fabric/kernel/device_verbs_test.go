@@ -537,3 +537,118 @@ func TestDeviceVerbsSync(t *testing.T) {
 	<-done
 
 }
+
+// TestDeviceSharedCQ: a completion queue made on the device apart from
+// any QP (ID.CreateCQ, ibv_create_cq's queue) serves the server QPs of two
+// connections in both directions, each completion naming its QP; it is
+// busy (EBUSY) while a QP uses it and destroyed once none does (EINVAL a
+// second time, and for a QP asking for it after); a UD QP's receive queue
+// cannot be shared (EOPNOTSUPP).
+func TestDeviceSharedCQ(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	for _, tr := range []string{"InfiniBand", "iWARP"} {
+		t.Run(tr, func(t *testing.T) {
+			_, addr := deviceOf(t, tr)
+			sch, cch := newChannel(t), newChannel(t)
+			l, laddr := listen(t, sch, id.PSTCP, addr)
+			defer destroy(t, l)
+			cq, err := l.CreateCQ(16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			attr := &id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxInlineData: 64}, SendCQ: cq, RecvCQ: cq}
+			own := &id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxInlineData: 64}}
+			var cli, srv [2]*id.ID
+			for k := range cli {
+				cli[k] = create(t, cch, id.PSTCP)
+				resolve(t, cch, cli[k], laddr)
+				if err := cli[k].CreateQP(own); err != nil {
+					t.Fatal(err)
+				}
+				if err := cli[k].Connect(&id.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}); err != nil {
+					t.Fatal(err)
+				}
+				ev := want(t, sch, id.EventConnectRequest)
+				srv[k] = ev.ID
+				_ = ev.Ack()
+				if err := srv[k].CreateQP(attr); err != nil {
+					t.Fatal(err)
+				}
+				buf := make([]byte, 64)
+				mr, err := srv[k].RegMsgs(buf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := srv[k].PostRecv(uint64(100+k), buf, mr); err != nil {
+					t.Fatal(err)
+				}
+				if err := srv[k].Accept(nil); err != nil {
+					t.Fatal(err)
+				}
+				_ = want(t, cch, id.EventEstablished).Ack()
+				_ = want(t, sch, id.EventEstablished).Ack()
+			}
+			defer destroy(t, cli[0], cli[1], srv[0], srv[1])
+			for k := range cli {
+				msg := []byte("to the shared queue")
+				if err := cli[k].PostSend(uint64(k), msg, nil, id.SendInline|id.SendSignaled); err != nil {
+					t.Fatal(err)
+				}
+				wantWC(t, "client send", comp(t, cli[k].QP().SendCQ()), uint64(k), id.WCSend, uint32(len(msg)))
+				if err := srv[k].PostSend(uint64(200+k), []byte("reply"), nil, id.SendInline|id.SendSignaled); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got := map[uint64]uint32{}
+			for range 4 {
+				wc := comp(t, cq)
+				if wc.Status != id.WCSuccess {
+					t.Fatalf("completion %+v (status %s)", wc, wc.Status)
+				}
+				got[wc.WRID] = wc.QPNum
+			}
+			for k, s := range srv {
+				if got[uint64(100+k)] != s.QP().Num() || got[uint64(200+k)] != s.QP().Num() {
+					t.Fatalf("completions by wr_id %v; server QP %d is %#x", got, k, s.QP().Num())
+				}
+			}
+			if err := cq.Destroy(); !errors.Is(err, syscall.EBUSY) {
+				t.Fatalf("Destroy while QPs use it: %v, want EBUSY", err)
+			}
+			for _, s := range srv {
+				if err := s.DestroyQP(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := cq.Destroy(); err != nil {
+				t.Fatalf("Destroy once no QP uses it: %v", err)
+			}
+			if err := cq.Destroy(); !errors.Is(err, syscall.EINVAL) {
+				t.Fatalf("second Destroy: %v, want EINVAL", err)
+			}
+			if err := srv[0].CreateQP(attr); !errors.Is(err, syscall.EINVAL) {
+				t.Fatalf("CreateQP on a destroyed queue: %v, want EINVAL", err)
+			}
+
+			// UD: the send queue may be shared, the receive queue not.
+			ucq, err := l.CreateCQ(4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				if err := ucq.Destroy(); err != nil {
+					t.Error(err)
+				}
+			}()
+			u := create(t, cch, id.PSUDP)
+			defer destroy(t, u)
+			if err := u.Bind(netip.AddrPortFrom(addr, 0)); err != nil {
+				t.Fatal(err)
+			}
+			// (siw has no UD QPs at all: EOPNOTSUPP too, saying so.)
+			if err := u.CreateQP(&id.QPInitAttr{RecvCQ: ucq}); !errors.Is(err, syscall.EOPNOTSUPP) || u.QP() != nil {
+				t.Fatalf("a UD QP on a shared receive queue: %v, want EOPNOTSUPP", err)
+			}
+		})
+	}
+}

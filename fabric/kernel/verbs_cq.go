@@ -45,6 +45,13 @@ type vcq struct {
 	efd     *poll.EventFD
 	pending bool      // efd raised
 	onClose hooks.Set // OnClose's functions
+
+	// A queue made apart from any QP (endpoint.CreateCQ), which QPs on
+	// its device share: how many use it and whether Destroy ran, under
+	// mu. It holds its device's context (verbsDev.release on Destroy).
+	shared    bool
+	users     int
+	destroyed bool
 }
 
 var _ fabric.CQ = (*vcq)(nil)
@@ -72,6 +79,90 @@ func newCQ(vd *verbsDev, depth int) (*vcq, error) {
 	}
 	_, _ = (&uverbs.ReqNotifyCQ{Handle: r.Handle}).Encode(c.notify[:], 0)
 	return c, nil
+}
+
+// CreateCQ implements fabric.CQCreator: a queue of at least depth entries
+// (at most the device's maximum) on the id's device, for QPs of ids on
+// that device to share; the id must be bound to it.
+func (ep *endpoint) CreateCQ(depth int) (fabric.SharedCQ, error) {
+	if depth < 1 {
+		return nil, einval("create_cq: depth %d", depth)
+	}
+	d, _, err := ep.boundDevice("create_cq", func() error { return nil })
+	if err != nil {
+		return nil, err
+	}
+	vd, err := ep.f.acquireVerbs(d)
+	if err != nil {
+		return nil, err
+	}
+	if m := int(vd.attr.MaxCQE); m > 0 && depth > m {
+		depth = m
+	}
+	c, err := newCQ(vd, depth)
+	if err != nil {
+		vd.release()
+		return nil, err
+	}
+	c.shared = true
+	return c, nil
+}
+
+// Destroy implements fabric.SharedCQ.
+func (c *vcq) Destroy() error {
+	c.mu.Lock()
+	switch {
+	case !c.shared:
+		c.mu.Unlock()
+		return einval("destroy_cq: the queue belongs to its QP")
+	case c.destroyed:
+		c.mu.Unlock()
+		return einval("destroy_cq: queue destroyed")
+	case c.users > 0:
+		n := c.users
+		c.mu.Unlock()
+		return fmt.Errorf("kernel: destroy_cq: %d QPs use the queue: %w", n, syscall.EBUSY)
+	}
+	c.destroyed = true
+	c.mu.Unlock()
+	c.close()
+	c.destroyKernel()
+	c.vd.release()
+	return nil
+}
+
+// qpCQ returns a new QP's completion queue: its own of depth entries
+// (given is nil), or the caller's shared queue, which must be on this
+// device and is then counted as used (releaseQP gives it back).
+func (vd *verbsDev) qpCQ(given fabric.SharedCQ, depth int) (*vcq, error) {
+	if given == nil {
+		return newCQ(vd, depth)
+	}
+	c, ok := given.(*vcq)
+	if !ok || !c.shared || c.vd != vd {
+		return nil, einval("create_qp: completion queue of another fabric or device")
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.destroyed {
+		return nil, einval("create_qp: completion queue destroyed")
+	}
+	c.users++
+	return c, nil
+}
+
+// releaseQP is a QP's release of its queue, once the QP is gone from the
+// kernel (or was never made): its own is closed and destroyed, a shared
+// one loses a user and stays.
+func (c *vcq) releaseQP() {
+	if !c.shared {
+		c.close()
+		c.destroyKernel()
+		return
+	}
+	c.mu.Lock()
+	c.users--
+	c.mu.Unlock()
 }
 
 // Fd implements fabric.CQ; -1 once the queue is destroyed or if the

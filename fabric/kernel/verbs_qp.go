@@ -114,26 +114,14 @@ func (ep *endpoint) CreateQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 	if attr.Cap.MaxInlineData < 0 {
 		return nil, einval("inline size %d", attr.Cap.MaxInlineData)
 	}
-	var guid uint64
-	var index uint32
-	var port uint8
-	err = ep.do("create_qp", func(_ *source, fd int, b *ucma.Buffers) error {
+	d, port, err := ep.boundDevice("create_qp", func() error {
 		if ep.vqp != nil {
 			return einval("id has a QP")
 		}
-		var err error
-		guid, index, port, err = ep.queryDevice(fd, b)
-		return err
+		return nil
 	})
 	if err != nil {
 		return nil, err
-	}
-	if guid == 0 {
-		return nil, einval("create_qp: id not bound to a device")
-	}
-	d, ok := ep.f.device(guid, index)
-	if !ok {
-		return nil, fmt.Errorf("kernel: create_qp: device of GUID %016x not found: %w", guid, syscall.ENODEV)
 	}
 	var local netip.Addr
 	if ep.qp == fabric.UD {
@@ -174,6 +162,34 @@ func (ep *endpoint) CreateQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 	return q, nil
 }
 
+// boundDevice returns the device the id is bound to and its port, for op
+// (create_qp, create_cq): EINVAL if the id is bound to none. check runs
+// first, on the id's source.
+func (ep *endpoint) boundDevice(op string, check func() error) (fabric.Device, uint8, error) {
+	var guid uint64
+	var index uint32
+	var port uint8
+	err := ep.do(op, func(_ *source, fd int, b *ucma.Buffers) error {
+		if err := check(); err != nil {
+			return err
+		}
+		var err error
+		guid, index, port, err = ep.queryDevice(fd, b)
+		return err
+	})
+	if err != nil {
+		return fabric.Device{}, 0, err
+	}
+	if guid == 0 {
+		return fabric.Device{}, 0, einval("%s: id not bound to a device", op)
+	}
+	d, ok := ep.f.device(guid, index)
+	if !ok {
+		return fabric.Device{}, 0, fmt.Errorf("kernel: %s: device of GUID %016x not found: %w", op, guid, syscall.ENODEV)
+	}
+	return d, port, nil
+}
+
 // create makes the PD, the CQs and the QP, and maps the queues.
 func (q *vqp) create(sd, rd int, attr *fabric.QPInitAttr) (err error) {
 	vd := q.vd
@@ -198,14 +214,20 @@ func (q *vqp) create(sd, rd int, attr *fabric.QPInitAttr) (err error) {
 		}
 		return n
 	}
-	if q.scq, err = newCQ(vd, cqDepth(sd)); err != nil {
+	if attr.RecvCQ != nil && q.ud {
+		// A UD receive's completion is completed from its QP's receive
+		// buffers (udRecvDone), which a queue shared by several QPs has
+		// no one of.
+		return fmt.Errorf("kernel: create_qp: a UD QP's receive completion queue must be its own: %w", syscall.EOPNOTSUPP)
+	}
+	if q.scq, err = vd.qpCQ(attr.SendCQ, cqDepth(sd)); err != nil {
 		return err
 	}
-	undo = append(undo, func() { q.scq.close(); q.scq.destroyKernel() })
-	if q.rcq, err = newCQ(vd, cqDepth(rd)); err != nil {
+	undo = append(undo, q.scq.releaseQP)
+	if q.rcq, err = vd.qpCQ(attr.RecvCQ, cqDepth(rd)); err != nil {
 		return err
 	}
-	undo = append(undo, func() { q.rcq.close(); q.rcq.destroyKernel() })
+	undo = append(undo, q.rcq.releaseQP)
 	q.uhandle = vd.addQP(q)
 	undo = append(undo, func() { vd.dropQP(q.uhandle) })
 	typ := uint8(uverbs.QPTypeRC)
@@ -231,7 +253,9 @@ func (q *vqp) create(sd, rd int, attr *fabric.QPInitAttr) (err error) {
 	if err != nil {
 		return fmt.Errorf("kernel: map the QP's queues: %w", err)
 	}
-	q.rcq.qp = q
+	if !q.rcq.shared {
+		q.rcq.qp = q
+	}
 	q.pin.Pin(&q.dbResp)
 	_, _ = (&uverbs.PostSend{Handle: q.handle}).Encode(q.db[:], uintptrOf(&q.dbResp[0]))
 	if q.ud {
@@ -604,10 +628,8 @@ func (q *vqp) destroy() error {
 	_, err := vd.ctx.Exec(&uverbs.DestroyQP{Handle: q.handle})
 	vd.dropQP(q.uhandle)
 	_ = q.prov.Close()
-	for _, c := range []*vcq{q.scq, q.rcq} {
-		c.close()
-		c.destroyKernel()
-	}
+	q.scq.releaseQP()
+	q.rcq.releaseQP()
 	q.mrMu.Lock()
 	for m := range q.mrs {
 		_ = m.dereg()

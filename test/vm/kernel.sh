@@ -17,11 +17,11 @@ single kernel-errors 20 "kcheck errors -b $RXE_IP"
 # semantics, reactor, synchronous ids; the data path on rxe0 and siw0) in
 # one process.
 if [ -x /extra/kernel.test ]; then
-	single go-test-device 150 "kernel.test -test.run '^(TestDevice|TestDeviceVerbs|TestDeviceVerbsSync|TestChannelSelection|TestMigrateListenerQueuedRequest|TestMigrateQueuedEventReactor)\$' -test.v -test.timeout 140s"
+	single go-test-device 150 "kernel.test -test.run '^(TestDevice|TestDeviceVerbs|TestDeviceVerbsSync|TestDeviceSharedCQ|TestChannelSelection|TestMigrateListenerQueuedRequest|TestMigrateQueuedEventReactor)\$' -test.v -test.timeout 140s"
 fi
 # The same under the race detector (a dynamic binary: the VM has glibc).
 if [ -x /extra/kernel.race.test ]; then
-	single go-test-device-race 200 "kernel.race.test -test.run '^(TestDevice|TestDeviceVerbs|TestDeviceVerbsSync|TestMigrateListenerQueuedRequest|TestMigrateQueuedEventReactor)\$' -test.v -test.timeout 190s"
+	single go-test-device-race 200 "kernel.race.test -test.run '^(TestDevice|TestDeviceVerbs|TestDeviceVerbsSync|TestDeviceSharedCQ|TestMigrateListenerQueuedRequest|TestMigrateQueuedEventReactor)\$' -test.v -test.timeout 190s"
 fi
 
 # RC, QP-less: the active side sees CONNECT_RESPONSE and establishes.
