@@ -176,3 +176,56 @@ func TestCreateCQErrors(t *testing.T) {
 	_, err = i.CreateCQ(1)
 	mustErrno(t, err, syscall.EINVAL)
 }
+
+// TestSharedCQUD: a UD QP's sends and receives complete on a shared queue
+// too, a receive's completion with its sender's address and QP number as
+// on the QP's own queue.
+func TestSharedCQUD(t *testing.T) {
+	f := udFabric(t)
+	p := connectUD(t, f, id.PSUDP, lo4)
+	x := create(t, p.cch, id.PSUDP)
+	defer destroy(x)
+	if err := x.Bind(netip.AddrPortFrom(lo4, 0)); err != nil {
+		t.Fatal(err)
+	}
+	cq, err := x.CreateCQ(8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := x.CreateQP(&id.QPInitAttr{SendCQ: cq, RecvCQ: cq}); err != nil {
+		t.Fatal(err)
+	}
+	xb, sb := regUD(t, x, 16), regUD(t, p.srv, 16)
+	if err := x.PostRecv(1, xb.buf, xb.mr); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.srv.PostRecv(2, sb.buf, sb.mr); err != nil {
+		t.Fatal(err)
+	}
+	if err := x.PostUDSend(3, []byte("ping"), nil, id.SendInline|id.SendSignaled, &p.est.AH, p.est.QPNum); err != nil {
+		t.Fatal(err)
+	}
+	if wc := comp(t, cq); wc.Status != id.WCSuccess || wc.Opcode != id.WCSend || wc.WRID != 3 || wc.QPNum != x.QP().Num() {
+		t.Fatalf("send completion %+v", wc)
+	}
+	wc := recvComp(t, p.srv)
+	ah, err := id.AHFromWC(&wc, sb.buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.srv.PostUDSend(4, []byte("pong"), nil, id.SendInline, &ah, wc.SrcQP); err != nil {
+		t.Fatal(err)
+	}
+	got := comp(t, cq)
+	if got.Status != id.WCSuccess || got.Opcode != id.WCRecv || got.WRID != 1 || got.QPNum != x.QP().Num() ||
+		got.SrcQP != p.srv.QP().Num() || got.Src.Addr() != lo4 || string(xb.buf[40:44]) != "pong" {
+		t.Fatalf("receive completion %+v, data %q; want from QP %d at %s", got, xb.buf[40:44], p.srv.QP().Num(), lo4)
+	}
+	mustErrno(t, cq.Destroy(), syscall.EBUSY)
+	if err := x.DestroyQP(); err != nil {
+		t.Fatal(err)
+	}
+	if err := cq.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+}
