@@ -94,7 +94,9 @@ type test struct {
 
 	epoch time.Time
 
-	mu          sync.Mutex // guards what follows
+	mu          sync.Mutex  // guards what follows
+	cq          id.SharedCQ // the one completion queue of every QP (sharedCQ)
+	noSharedCQ  bool        // the fabric gives each QP its own queues
 	nodes       []node
 	nodeIndex   int
 	times       [stepCnt][2]uint64
@@ -306,12 +308,38 @@ func (t *test) connParam(n *node) *id.ConnParam {
 	return p
 }
 
+// sharedCQ returns the completion queue every QP of the run uses for both
+// directions, made on cm's device by the first QP's connection, or nil
+// where the fabric makes no queue apart from a QP. rdma-core's cmtime
+// allocates its PD and one CQ for all its QPs the same way, before the
+// first create qp step begins its clock. (cmrt gives each id a protection
+// domain of its own: that part stays in the step.)
+func (t *test) sharedCQ(cm *id.ID) id.SharedCQ {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.cq == nil && !t.noSharedCQ {
+		t.printf("\tAllocating verbs resources\n")
+		cq, err := cm.CreateCQ(1)
+		if err != nil {
+			t.noSharedCQ = true
+			return nil
+		}
+		t.cq = cq
+	}
+	return t.cq
+}
+
 // createQP creates the connection's QP, or sleeps -m microseconds for a
 // simulated one.
 func (t *test) createQP(n *node) bool {
+	var cq id.SharedCQ
+	if t.curQPN.Load() == 0 {
+		cq = t.sharedCQ(n.id)
+	}
 	t.startPerf(n, stepCreateQP)
 	if t.curQPN.Load() == 0 {
-		attr := &id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, SigAll: true}
+		attr := &id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, SigAll: true,
+			SendCQ: cq, RecvCQ: cq}
 		if err := n.id.CreateQP(attr); err != nil {
 			t.perrorFail("ibv_create_qp", err)
 			return false
@@ -926,6 +954,11 @@ func (t *test) main() int {
 		t.oob.close()
 	}
 	t.destroyAll()
+	if t.cq != nil {
+		if err := t.cq.Destroy(); err != nil {
+			t.perrorFail("ibv_destroy_cq", err)
+		}
+	}
 	if !ok || t.aborted() {
 		return tool.ExitFailure
 	}

@@ -42,7 +42,9 @@
 // What the fabrics do:
 //
 //   - Both fabrics create QPs (rdma_create_qp): "create qp" and "destroy
-//     qp" are timed, and the QPs move through their states inside the CM
+//     qp" are timed, each QP on the one completion queue of the run (made
+//     untimed with the first QP, ID.CreateCQ, as rdma-core's cmtime makes
+//     its one CQ) and in its id's own protection domain, and the QPs move through their states inside the CM
 //     (on the kernel fabric, as librdmacm moves them), so the init/rtr/rts
 //     rows are 0 and "establish" is 0 (the connection is ESTABLISHED
 //     without CONNECT_RESPONSE).
@@ -69,10 +71,10 @@
 // rdma-core's. Errors are reported as rdma-core's (perror text, event
 // lines) and end the program with status 1 after releasing everything,
 // also when the peer's out-of-band connection drops (rdma-core hangs).
-// -S (a TCP socket baseline) is supported. The progress lines
-// "\tModify QPs to INIT" (only where the fabric computes QP attributes)
-// and "\tAllocating verbs resources" (never: there is no protection
-// domain or shared CQ to allocate) differ accordingly.
+// -S (a TCP socket baseline) is supported. The progress line "\tModify
+// QPs to INIT" is printed only where the fabric computes QP attributes, and
+// "\tAllocating verbs resources" where it makes the shared completion
+// queue (both fabrics).
 package main
 
 import (

@@ -90,14 +90,22 @@ func table(kind string, conns, threads int) string {
 	return s
 }
 
-func clientRun(conns int, bind bool) string {
+func clientRun(conns int, bind, first bool) string {
 	s := "\tCreating IDs\n"
 	if bind {
 		s += "\tBinding addresses\n"
 	}
-	s += "\tResolving addresses\n\tResolving routes\n\tCreating QPs\n\tConnecting\n\tDisconnecting\n\tDestroying QPs\n\tDestroying IDs\n"
+	s += "\tResolving addresses\n\tResolving routes\n\tCreating QPs\n"
+	if first {
+		s += allocating
+	}
+	s += "\tConnecting\n\tDisconnecting\n\tDestroying QPs\n\tDestroying IDs\n"
 	return s
 }
+
+// allocating is the line of the first run with real QPs, which makes the
+// completion queue they all share, as rdma-core's cmtime prints it.
+const allocating = "\tAllocating verbs resources\n"
 
 func TestServerClient(t *testing.T) {
 	for _, c := range []struct {
@@ -146,13 +154,14 @@ func TestServerClient(t *testing.T) {
 			}
 			var wantCli, wantSrv string
 			if c.oob == 0 {
-				wantCli = qpTest + clientRun(conns, bind) + table(kind, conns, threads)
-				wantSrv = acceptTest + "\tAccepting\n\tDisconnecting\n" + table(kind, conns, threads)
+				wantCli = qpTest + clientRun(conns, bind, true) + table(kind, conns, threads)
+				wantSrv = acceptTest + "\tAccepting\n" + allocating + "\tDisconnecting\n" + table(kind, conns, threads)
 			} else {
-				wantCli = "Client warmup\n" + clientRun(1, bind) +
-					qpTest + clientRun(conns, bind) + table(kind, conns, threads) +
-					fmt.Sprintf("Connect (%d) test - no QPs\n", conns) + clientRun(conns, bind) + table("cm_conn", conns, threads)
-				wantSrv = "Server warmup\n\tAccepting\n\tDisconnecting\n" +
+				// The warm-up creates real QPs, also before a simulated test.
+				wantCli = "Client warmup\n" + clientRun(1, bind, true) +
+					qpTest + clientRun(conns, bind, false) + table(kind, conns, threads) +
+					fmt.Sprintf("Connect (%d) test - no QPs\n", conns) + clientRun(conns, bind, false) + table("cm_conn", conns, threads)
+				wantSrv = "Server warmup\n\tAccepting\n" + allocating + "\tDisconnecting\n" +
 					acceptTest + "\tAccepting\n\tDisconnecting\n" + table(kind, conns, threads) +
 					fmt.Sprintf("Accept (%d) test - no QPs\n", conns) + "\tAccepting\n\tDisconnecting\n" + table("cm_conn", conns, threads)
 			}
@@ -252,7 +261,7 @@ func TestErrors(t *testing.T) {
 			fmt.Sprintf("cmtime: out-of-band connection to 127.0.0.1:%d: Connection refused (", port+1)},
 		// No server and no sync: the connection is refused.
 		{[]string{"-s", "127.0.0.1", "-p", p, "-O", "0", "-c", "3"},
-			"Connect (3) QPs test\n" + strings.Replace(clientRun(3, false), "\tDisconnecting\n\tDestroying QPs\n\tDestroying IDs\n", "", 1) +
+			"Connect (3) QPs test\n" + strings.Replace(clientRun(3, false, true), "\tDisconnecting\n\tDestroying QPs\n\tDestroying IDs\n", "", 1) +
 				"event: RDMA_CM_EVENT_REJECTED, error: -111\n", ""},
 	} {
 		r := cmtime(c.args...)
