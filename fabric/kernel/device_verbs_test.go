@@ -556,6 +556,7 @@ func TestDeviceSharedCQ(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = cq.Destroy() }) // after a failure: it holds the device
 			attr := &id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxInlineData: 64}, SendCQ: cq, RecvCQ: cq}
 			own := &id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 4, MaxRecvWR: 4, MaxInlineData: 64}}
 			var cli, srv [2]*id.ID
@@ -563,6 +564,14 @@ func TestDeviceSharedCQ(t *testing.T) {
 				cli[k] = create(t, cch, id.PSTCP)
 				resolve(t, cch, cli[k], laddr)
 				if err := cli[k].CreateQP(own); err != nil {
+					t.Fatal(err)
+				}
+				cbuf := make([]byte, 64) // for the server's reply (on IB an unposted receive is an RNR retry)
+				cmr, err := cli[k].RegMsgs(cbuf)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := cli[k].PostRecv(uint64(300+k), cbuf, cmr); err != nil {
 					t.Fatal(err)
 				}
 				if err := cli[k].Connect(&id.ConnParam{ResponderResources: 1, InitiatorDepth: 1, RetryCount: 7, RNRRetryCount: 7}); err != nil {
@@ -611,6 +620,7 @@ func TestDeviceSharedCQ(t *testing.T) {
 				if got[uint64(100+k)] != s.QP().Num() || got[uint64(200+k)] != s.QP().Num() {
 					t.Fatalf("completions by wr_id %v; server QP %d is %#x", got, k, s.QP().Num())
 				}
+				wantWC(t, "client receive", comp(t, cli[k].QP().RecvCQ()), uint64(300+k), id.WCRecv, 5)
 			}
 			if err := cq.Destroy(); !errors.Is(err, syscall.EBUSY) {
 				t.Fatalf("Destroy while QPs use it: %v, want EBUSY", err)
@@ -635,6 +645,7 @@ func TestDeviceSharedCQ(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			t.Cleanup(func() { _ = ucq.Destroy() })
 			defer func() {
 				if err := ucq.Destroy(); err != nil {
 					t.Error(err)
