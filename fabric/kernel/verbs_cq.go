@@ -10,6 +10,7 @@ import (
 	"github.com/cmrt/cmrt/fabric/kernel/internal/provider"
 	"github.com/cmrt/cmrt/fabric/kernel/internal/uverbs"
 	"github.com/cmrt/cmrt/internal/hooks"
+	"github.com/cmrt/cmrt/internal/share"
 	"github.com/cmrt/cmrt/poll"
 )
 
@@ -47,11 +48,10 @@ type vcq struct {
 	onClose hooks.Set // OnClose's functions
 
 	// A queue made apart from any QP (endpoint.CreateCQ), which QPs on
-	// its device share: how many use it and whether Destroy ran, under
-	// mu. It holds its device's context (verbsDev.release on Destroy).
-	shared    bool
-	users     int
-	destroyed bool
+	// its device share, counts its users. It holds its device's context
+	// (verbsDev.release on Destroy).
+	shared bool
+	share  share.Count
 }
 
 var _ fabric.CQ = (*vcq)(nil)
@@ -110,21 +110,15 @@ func (ep *endpoint) CreateCQ(depth int) (fabric.SharedCQ, error) {
 
 // Destroy implements fabric.SharedCQ.
 func (c *vcq) Destroy() error {
-	c.mu.Lock()
-	switch {
-	case !c.shared:
-		c.mu.Unlock()
+	if !c.shared {
 		return einval("destroy_cq: the queue belongs to its QP")
-	case c.destroyed:
-		c.mu.Unlock()
+	}
+	switch n, again := c.share.Destroy(); {
+	case again:
 		return einval("destroy_cq: queue destroyed")
-	case c.users > 0:
-		n := c.users
-		c.mu.Unlock()
+	case n > 0:
 		return fmt.Errorf("kernel: destroy_cq: %d QPs use the queue: %w", n, syscall.EBUSY)
 	}
-	c.destroyed = true
-	c.mu.Unlock()
 	c.close()
 	c.destroyKernel()
 	c.vd.release()
@@ -142,12 +136,9 @@ func (vd *verbsDev) qpCQ(given fabric.SharedCQ, depth int) (*vcq, error) {
 	if !ok || !c.shared || c.vd != vd {
 		return nil, einval("create_qp: completion queue of another fabric or device")
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.destroyed {
+	if !c.share.Acquire() {
 		return nil, einval("create_qp: completion queue destroyed")
 	}
-	c.users++
 	return c, nil
 }
 
@@ -160,9 +151,7 @@ func (c *vcq) releaseQP() {
 		c.destroyKernel()
 		return
 	}
-	c.mu.Lock()
-	c.users--
-	c.mu.Unlock()
+	c.share.Release()
 }
 
 // Fd implements fabric.CQ; -1 once the queue is destroyed or if the

@@ -3,12 +3,12 @@ package soft
 import (
 	"context"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"syscall"
 
 	"github.com/cmrt/cmrt/fabric"
 	"github.com/cmrt/cmrt/internal/ring"
+	"github.com/cmrt/cmrt/internal/share"
 )
 
 // errCQDestroyed is what Wait returns once the queue is destroyed.
@@ -37,12 +37,9 @@ type cq struct {
 	parked atomic.Pointer[rxWait]
 
 	// A queue made apart from any QP (endpoint.CreateCQ), which QPs of
-	// fab share: its users and whether it was destroyed, under shareMu.
-	// fab is nil for a QP's own queue.
-	fab       *Fabric
-	shareMu   sync.Mutex
-	users     int
-	destroyed bool
+	// fab share, counts its users. fab is nil for a QP's own queue.
+	fab   *Fabric
+	share share.Count
 }
 
 func newCQ() (*cq, error) { return &cq{q: ring.NewQueue[fabric.WC](16, errCQDestroyed)}, nil }
@@ -76,18 +73,12 @@ func (c *cq) Destroy() error {
 	if c.fab == nil {
 		return einval("destroy_cq: the queue belongs to its QP")
 	}
-	c.shareMu.Lock()
-	switch {
-	case c.destroyed:
-		c.shareMu.Unlock()
+	switch n, again := c.share.Destroy(); {
+	case again:
 		return einval("destroy_cq: queue destroyed")
-	case c.users > 0:
-		n := c.users
-		c.shareMu.Unlock()
+	case n > 0:
 		return fmt.Errorf("soft: destroy_cq: %d QPs use the queue: %w", n, syscall.EBUSY)
 	}
-	c.destroyed = true
-	c.shareMu.Unlock()
 	c.close()
 	return nil
 }
@@ -103,12 +94,9 @@ func (f *Fabric) qpCQ(given fabric.SharedCQ) (*cq, error) {
 	if !ok || c.fab != f {
 		return nil, einval("create_qp: completion queue of another fabric")
 	}
-	c.shareMu.Lock()
-	defer c.shareMu.Unlock()
-	if c.destroyed {
+	if !c.share.Acquire() {
 		return nil, einval("create_qp: completion queue destroyed")
 	}
-	c.users++
 	return c, nil
 }
 
@@ -119,9 +107,7 @@ func (c *cq) releaseQP() {
 		c.close()
 		return
 	}
-	c.shareMu.Lock()
-	c.users--
-	c.shareMu.Unlock()
+	c.share.Release()
 }
 
 // Fd implements fabric.CQ. From the first call on, the descriptor is readable
