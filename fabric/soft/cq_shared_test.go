@@ -1,14 +1,17 @@
 package soft_test
 
 import (
+	"context"
 	"fmt"
 	"net/netip"
 	"slices"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cmrt/cmrt/fabric/soft"
 	"github.com/cmrt/cmrt/id"
+	"github.com/cmrt/cmrt/reactor"
 )
 
 // TestSharedCQ: a completion queue made apart from any QP (ID.CreateCQ)
@@ -228,4 +231,100 @@ func TestSharedCQUD(t *testing.T) {
 	if err := cq.Destroy(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestSharedCQReactor: a shared queue registered once with a reactor
+// (its descriptor, which the connections' loops keep readable while
+// completions wait) hands the receives of several connections to one
+// handler, each naming its QP; the queue outlives a connection's QP and
+// keeps serving the others.
+func TestSharedCQReactor(t *testing.T) {
+	f := soft.New()
+	srvCh, cliCh := newRCChan(t, f), newRCChan(t, f)
+	lis := listen(t, srvCh)
+	cq, err := lis.CreateCQ(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := reactor.New(reactor.WithWorkers(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	type recv struct {
+		qp   uint32
+		wrID uint64
+	}
+	got := make(chan recv, 16)
+	if err := r.RegisterCQ(cq, reactor.CompletionFunc(func(wc *id.WC) error {
+		if wc.Status == id.WCSuccess {
+			got <- recv{wc.QPNum, wc.WRID}
+		}
+		return nil
+	})); err != nil {
+		t.Fatal(err)
+	}
+	const conns = 3
+	attr := id.QPInitAttr{RecvCQ: cq}
+	var cli, srv []*rcEnd
+	bufs := make([][]byte, conns)
+	mrs := make([]id.MR, conns)
+	for k := range conns {
+		cli = append(cli, dial(t, cliCh, lis.LocalAddr().Port(), id.QPInitAttr{}, nil, nil))
+		srv = append(srv, acceptNext(t, srvCh, attr, func(tb testing.TB, e *rcEnd) {
+			bufs[k] = make([]byte, 64)
+			mrs[k] = reg(tb, e, bufs[k], id.AccessLocalWrite)
+		}))
+		srvCh.want(t, id.EventEstablished)
+		cliCh.want(t, id.EventEstablished)
+	}
+	round := func(n int, live []int) {
+		t.Helper()
+		want := map[recv]bool{}
+		for _, k := range live {
+			wr := uint64(1000*n + k)
+			if err := srv[k].qp.PostRecv(&id.RecvWR{WRID: wr, Buf: bufs[k], MR: mrs[k]}); err != nil {
+				t.Fatal(err)
+			}
+			want[recv{srv[k].qp.Num(), wr}] = true
+			msg := []byte("hello")
+			if err := cli[k].qp.PostSend(&id.SendWR{Opcode: id.WRSend, Buf: msg, MR: reg(t, cli[k], msg, id.AccessLocalWrite), Flags: id.SendInline}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range live {
+			select {
+			case g := <-got:
+				if !want[g] {
+					t.Fatalf("completion %+v, want one of %v", g, want)
+				}
+				delete(want, g)
+			case <-time.After(10 * time.Second):
+				t.Fatalf("completions missing: %v", want)
+			}
+		}
+	}
+	round(1, []int{0, 1, 2})
+	if err := srv[1].id.DestroyQP(); err != nil {
+		t.Fatal(err)
+	}
+	round(2, []int{0, 2})
+
+	if err := r.UnregisterCQ(cq); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range append(cli, srv...) {
+		if err := e.id.Destroy(); err != nil {
+			t.Error(err)
+		}
+	}
+	if err := cq.Destroy(); err != nil {
+		t.Fatalf("Destroy once every id is gone: %v", err)
+	}
+	_ = lis.Destroy()
+	_ = srvCh.src.Close()
+	_ = cliCh.src.Close()
+	quiesceFabs(t, f)
 }
