@@ -40,7 +40,9 @@
 // the queues those drivers map into the process; posting and polling make
 // no system call but the drivers' doorbell). CreateQP gives an id a QP
 // with its own protection domain and two completion queues, each with a
-// completion channel, and moves it as librdmacm moves rdma_create_qp's QPs
+// completion channel, or the shared queues the caller made with CreateCQ
+// on the same device (ibv_create_cq; a UD QP's receive queue stays its
+// own: EOPNOTSUPP), and moves it as librdmacm moves rdma_create_qp's QPs
 // (see verbs_qp.go): an active RC id's CONNECT_RESPONSE is handled by the
 // fabric and reported as ESTABLISHED. Work requests posted after the
 // connection ends (once its DISCONNECTED, REJECTED, UNREACHABLE or
