@@ -45,7 +45,7 @@ type cq struct {
 func newCQ() (*cq, error) { return &cq{q: ring.NewQueue[fabric.WC](16, errCQDestroyed)}, nil }
 
 // CreateCQ implements fabric.CQCreator: a queue for QPs of this fabric to
-// share. depth only bounds nothing here (the queue grows instead of
+// share. depth bounds nothing here (the queue grows instead of
 // overflowing) but must be at least 1, as ibv_create_cq's cqe. The id must
 // be bound to a device, as for CreateQP.
 func (ep *endpoint) CreateCQ(depth int) (fabric.SharedCQ, error) {
