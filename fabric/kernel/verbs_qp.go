@@ -216,8 +216,14 @@ func (q *vqp) create(sd, rd int, attr *fabric.QPInitAttr) (err error) {
 	}
 	if attr.RecvCQ != nil && q.ud {
 		// A UD receive's completion is completed from its QP's receive
-		// buffers (udRecvDone), which a queue shared by several QPs has
-		// no one of.
+		// buffers (udRecvDone: the sender's address from the GRH, and
+		// the QP's ring of posted buffers advanced), which a queue
+		// shared by several QPs has no one of. Finding the QP by the
+		// number each completion carries would not do: completions of a
+		// destroyed QP stay in a shared queue, and the kernel may give
+		// its number to the next QP, whose ring they would then advance
+		// (rdma-core's mlx5 provider cleans a destroyed QP's entries
+		// from its CQs; cmrt's rxe and siw providers do not).
 		return fmt.Errorf("kernel: create_qp: a UD QP's receive completion queue must be its own: %w", syscall.EOPNOTSUPP)
 	}
 	if q.scq, err = vd.qpCQ(attr.SendCQ, cqDepth(sd)); err != nil {
