@@ -23,25 +23,19 @@ import (
 // has been taken or not; a second Destroy, and a QP asking for a destroyed
 // queue or for one of another fabric, is EINVAL.
 func TestSharedCQ(t *testing.T) {
-	f := soft.New()
-	srvCh, cliCh := newRCChan(t, f), newRCChan(t, f)
-	lis := listen(t, srvCh)
-	cq, err := lis.CreateCQ(4)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newCQRig(t, 4)
+	cq := g.cq
 	attr := id.QPInitAttr{SendCQ: cq, RecvCQ: cq}
-	var cli, srv []*rcEnd
 	for k := range 2 {
-		cli = append(cli, dial(t, cliCh, lis.LocalAddr().Port(), id.QPInitAttr{}, nil, nil))
-		srv = append(srv, acceptNext(t, srvCh, attr, func(tb testing.TB, e *rcEnd) {
+		g.connect(t, attr, func(tb testing.TB, e *rcEnd) {
 			buf := make([]byte, 64)
 			if err := e.qp.PostRecv(&id.RecvWR{WRID: uint64(100 + k), Buf: buf, MR: reg(tb, e, buf, id.AccessLocalWrite)}); err != nil {
 				tb.Fatal(err)
 			}
-		}))
-		srvCh.want(t, id.EventEstablished)
-		cliCh.want(t, id.EventEstablished)
+		})
+	}
+	cli, srv := g.cli, g.srv
+	for k := range srv {
 		if srv[k].qp.SendCQ() != id.CQ(cq) || srv[k].qp.RecvCQ() != id.CQ(cq) {
 			t.Fatalf("server QP %d: its queues are not the shared one", k)
 		}
@@ -113,9 +107,9 @@ func TestSharedCQ(t *testing.T) {
 	mustErrno(t, srv[0].id.CreateQP(&attr), syscall.EINVAL)
 
 	// A queue of another fabric.
-	g := soft.New()
-	gCh := newRCChan(t, g)
-	other, err := id.Create(gCh, nil, id.PSTCP)
+	h := soft.New()
+	hCh := newRCChan(t, h)
+	other, err := id.Create(hCh, nil, id.PSTCP)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,16 +128,10 @@ func TestSharedCQ(t *testing.T) {
 		t.Fatalf("the other fabric's queue after a refused CreateQP: %v", err)
 	}
 	_ = other.Destroy()
-	_ = gCh.src.Close()
+	_ = hCh.src.Close()
 
-	for _, i := range []*id.ID{cli[0].id, cli[1].id, srv[0].id, srv[1].id, lis} {
-		if err := i.Destroy(); err != nil {
-			t.Error(err)
-		}
-	}
-	_ = srvCh.src.Close()
-	_ = cliCh.src.Close()
-	quiesceFabs(t, f, g)
+	g.destroyIDs(t)
+	g.close(t, h)
 }
 
 // TestCreateCQErrors: ID.CreateCQ needs the id bound to a device, as
@@ -239,13 +227,8 @@ func TestSharedCQUD(t *testing.T) {
 // handler, each naming its QP; the queue outlives a connection's QP and
 // keeps serving the others.
 func TestSharedCQReactor(t *testing.T) {
-	f := soft.New()
-	srvCh, cliCh := newRCChan(t, f), newRCChan(t, f)
-	lis := listen(t, srvCh)
-	cq, err := lis.CreateCQ(16)
-	if err != nil {
-		t.Fatal(err)
-	}
+	g := newCQRig(t, 16)
+	cq := g.cq
 	r, err := reactor.New(reactor.WithWorkers(2))
 	if err != nil {
 		t.Fatal(err)
@@ -265,18 +248,15 @@ func TestSharedCQReactor(t *testing.T) {
 	}
 	const conns = 3
 	attr := id.QPInitAttr{RecvCQ: cq}
-	var cli, srv []*rcEnd
 	bufs := make([][]byte, conns)
 	mrs := make([]id.MR, conns)
 	for k := range conns {
-		cli = append(cli, dial(t, cliCh, lis.LocalAddr().Port(), id.QPInitAttr{}, nil, nil))
-		srv = append(srv, acceptNext(t, srvCh, attr, func(tb testing.TB, e *rcEnd) {
+		g.connect(t, attr, func(tb testing.TB, e *rcEnd) {
 			bufs[k] = make([]byte, 64)
 			mrs[k] = reg(tb, e, bufs[k], id.AccessLocalWrite)
-		}))
-		srvCh.want(t, id.EventEstablished)
-		cliCh.want(t, id.EventEstablished)
+		})
 	}
+	cli, srv := g.cli, g.srv
 	round := func(n int, live []int) {
 		t.Helper()
 		want := map[recv]bool{}
@@ -293,11 +273,11 @@ func TestSharedCQReactor(t *testing.T) {
 		}
 		for range live {
 			select {
-			case g := <-got:
-				if !want[g] {
-					t.Fatalf("completion %+v, want one of %v", g, want)
+			case c := <-got:
+				if !want[c] {
+					t.Fatalf("completion %+v, want one of %v", c, want)
 				}
-				delete(want, g)
+				delete(want, c)
 			case <-time.After(10 * time.Second):
 				t.Fatalf("completions missing: %v", want)
 			}
@@ -315,16 +295,65 @@ func TestSharedCQReactor(t *testing.T) {
 	if err := r.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	for _, e := range append(cli, srv...) {
+	g.destroyIDs(t)
+	if err := cq.Destroy(); err != nil {
+		t.Fatalf("Destroy once every id is gone: %v", err)
+	}
+	g.close(t)
+}
+
+// cqRig is a listener on a software fabric with a completion queue made
+// on it (ID.CreateCQ), and the connections made to it.
+type cqRig struct {
+	f            *soft.Fabric
+	srvCh, cliCh *rcChan
+	lis          *id.ID
+	cq           id.SharedCQ
+	cli, srv     []*rcEnd
+}
+
+// newCQRig listens on a new fabric and makes a queue of depth entries on
+// the listener.
+func newCQRig(t *testing.T, depth int) *cqRig {
+	t.Helper()
+	g := &cqRig{f: soft.New()}
+	g.srvCh, g.cliCh = newRCChan(t, g.f), newRCChan(t, g.f)
+	g.lis = listen(t, g.srvCh)
+	var err error
+	if g.cq, err = g.lis.CreateCQ(depth); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// connect makes one more connection: the client's QP has its own queues,
+// the server's takes attr, and prep runs on it before the accept.
+func (g *cqRig) connect(t *testing.T, attr id.QPInitAttr, prep func(testing.TB, *rcEnd)) {
+	t.Helper()
+	g.cli = append(g.cli, dial(t, g.cliCh, g.lis.LocalAddr().Port(), id.QPInitAttr{}, nil, nil))
+	g.srv = append(g.srv, acceptNext(t, g.srvCh, attr, prep))
+	g.srvCh.want(t, id.EventEstablished)
+	g.cliCh.want(t, id.EventEstablished)
+}
+
+// destroyIDs destroys the connections' ids and the listener.
+func (g *cqRig) destroyIDs(t *testing.T) {
+	t.Helper()
+	for _, e := range append(g.cli, g.srv...) {
 		if err := e.id.Destroy(); err != nil {
 			t.Error(err)
 		}
 	}
-	if err := cq.Destroy(); err != nil {
-		t.Fatalf("Destroy once every id is gone: %v", err)
+	if err := g.lis.Destroy(); err != nil {
+		t.Error(err)
 	}
-	_ = lis.Destroy()
-	_ = srvCh.src.Close()
-	_ = cliCh.src.Close()
-	quiesceFabs(t, f)
+}
+
+// close closes the channels and checks that no goroutine outlives the
+// rig's fabric and more.
+func (g *cqRig) close(t *testing.T, more ...*soft.Fabric) {
+	t.Helper()
+	_ = g.srvCh.src.Close()
+	_ = g.cliCh.src.Close()
+	quiesceFabs(t, append(more, g.f)...)
 }
