@@ -332,12 +332,13 @@ func (t *test) sharedCQ(cm *id.ID) id.SharedCQ {
 // createQP creates the connection's QP, or sleeps -m microseconds for a
 // simulated one.
 func (t *test) createQP(n *node) bool {
+	realQP := t.curQPN.Load() == 0 // not the simulated QPs of a "no QPs" test
 	var cq id.SharedCQ
-	if t.curQPN.Load() == 0 {
+	if realQP {
 		cq = t.sharedCQ(n.id)
 	}
 	t.startPerf(n, stepCreateQP)
-	if t.curQPN.Load() == 0 {
+	if realQP {
 		attr := &id.QPInitAttr{Cap: id.QPCap{MaxSendWR: 1, MaxRecvWR: 1, MaxSendSGE: 1, MaxRecvSGE: 1}, SigAll: true,
 			SendCQ: cq, RecvCQ: cq}
 		if err := n.id.CreateQP(attr); err != nil {
