@@ -88,7 +88,7 @@ func (ep *endpoint) CreateCQ(depth int) (fabric.SharedCQ, error) {
 	if depth < 1 {
 		return nil, einval("create_cq: depth %d", depth)
 	}
-	d, _, err := ep.boundDevice("create_cq", func() error { return nil })
+	d, _, err := ep.boundDevice("create_cq", nil)
 	if err != nil {
 		return nil, err
 	}

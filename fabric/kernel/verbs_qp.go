@@ -163,15 +163,17 @@ func (ep *endpoint) CreateQP(attr *fabric.QPInitAttr) (fabric.QP, error) {
 }
 
 // boundDevice returns the device the id is bound to and its port, for op
-// (create_qp, create_cq): EINVAL if the id is bound to none. check runs
-// first, on the id's source.
+// (create_qp, create_cq): EINVAL if the id is bound to none. check, if
+// not nil, runs first, on the id's source.
 func (ep *endpoint) boundDevice(op string, check func() error) (fabric.Device, uint8, error) {
 	var guid uint64
 	var index uint32
 	var port uint8
 	err := ep.do(op, func(_ *source, fd int, b *ucma.Buffers) error {
-		if err := check(); err != nil {
-			return err
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
 		}
 		var err error
 		guid, index, port, err = ep.queryDevice(fd, b)
