@@ -98,6 +98,14 @@ func BenchmarkDispatchInline(b *testing.B) { benchDispatch(b, 0) }
 func BenchmarkDispatchPool4(b *testing.B)  { benchDispatch(b, 4) }
 func BenchmarkDispatchPool8(b *testing.B)  { benchDispatch(b, 8) }
 
+// BenchmarkDispatchPool1 is the pool's hand-off alone: the loop and one
+// worker, so that no two workers share a line (the journal's ring and
+// counter, the run queue's lock, an id whose events move between
+// workers). The pool of 4 beyond it is what handlers running at once on
+// both CPUs cost each other; make bench reports the two side by side
+// (BENCHMARKS.md, finding 40).
+func BenchmarkDispatchPool1(b *testing.B) { benchDispatch(b, 1) }
+
 // BenchmarkDispatchInlineBatch256 is DispatchInline with Options.Batch 256
 // (the default is 64). A channel alone on its reactor is read batch after
 // batch without a wait (see Options), so the two should not differ: a

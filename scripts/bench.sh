@@ -11,8 +11,8 @@
 #
 # What runs, each repetition interleaving subject and baseline (and
 # alternating which goes first):
-#   1. reactor/bench_test.go: dispatch inline and on a pool of 4 against a
-#      Go-channel fan-out
+#   1. reactor/bench_test.go: dispatch inline and on pools of 1 and 4
+#      against a Go-channel fan-out
 #   2. bench: BenchmarkConnSetup, cmrt sync/async ids against Go TCP, at
 #      1, 10, 100, 1000 concurrent ids; one process per case
 #   3. bench: BenchmarkPingPong, BenchmarkStream and BenchmarkServerFirst,
@@ -160,7 +160,7 @@ swapflag() { [ $(($1 % 2)) = 0 ] && echo -bench.swap=true || echo -bench.swap=fa
 part "1. reactor dispatch ($reps runs)" "$reps"
 for rep in $(seq "$reps"); do
 	run reactor "rep=$rep" "$bin/reactor.test" -test.run '^$' -test.benchmem -test.benchtime "$reactor_time" \
-		-test.bench '^Benchmark(DispatchInline|DispatchPool4|GoChannelFanout|LineTransfer)$'
+		-test.bench '^Benchmark(DispatchInline|DispatchPool1|DispatchPool4|GoChannelFanout|LineTransfer)$'
 done
 
 part "2. connection set-up ($reps runs x 4 concurrency levels x 4 implementations, $setup_n connections each)" $((reps * 16))

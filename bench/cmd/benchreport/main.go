@@ -224,22 +224,31 @@ func (r *report) table(rows [][]string) {
 }
 
 func (r *report) reactor() {
-	const in, pool, base = "BenchmarkDispatchInline", "BenchmarkDispatchPool4", "BenchmarkGoChannelFanout"
+	const in, one, pool, base = "BenchmarkDispatchInline", "BenchmarkDispatchPool1", "BenchmarkDispatchPool4", "BenchmarkGoChannelFanout"
 	if r.reps(in) == 0 {
 		return
 	}
 	r.printf("\n== 1. Reactor: channel fd -> epoll -> handler (reactor/bench_test.go), %d runs\n", r.reps(in))
 	rows := [][]string{{"", "events/s", "ns/event", "cpu-ns/event", "allocs/event", "B/event"}}
-	for _, n := range []string{in, pool, base} {
+	for _, n := range []string{in, one, pool, base} {
+		if r.reps(n) == 0 {
+			continue // the pool of 1: raw files made before finding 40 lack it
+		}
 		rows = append(rows, []string{strings.TrimPrefix(n, "Benchmark"), spread(r.values(n, "events/s")),
 			spread(r.values(n, "ns/op")), spread(r.values(n, "cpu-ns/op")), spread(r.values(n, "allocs/op")), spread(r.values(n, "B/op"))})
 	}
 	r.table(rows)
 	r.printf("  events/s of cmrt relative to the Go-channel fan-out (same run):\n")
-	r.table([][]string{
+	ratios := [][]string{
 		{"inline / fan-out", ratio(r.ratios(in, base, "events/s"))},
 		{"pool of 4 / fan-out", ratio(r.ratios(pool, base, "events/s"))},
-	})
+	}
+	if r.reps(one) > 0 {
+		// What workers running at once cost each other, beyond the
+		// hand-off itself (BENCHMARKS.md, finding 40).
+		ratios = append(ratios, []string{"pool of 4 / pool of 1", ratio(r.ratios(pool, one, "events/s"))})
+	}
+	r.table(ratios)
 	r.lineTransfers(in, pool)
 }
 
