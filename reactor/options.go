@@ -17,7 +17,11 @@ import (
 //     block or work for long (create QPs and register memory per
 //     connection, call out to storage or other servers) need workers, about
 //     runtime.GOMAXPROCS(0) of them, more only if they wait on I/O: an
-//     inline handler that blocks stops every channel of the reactor. Events
+//     inline handler that blocks stops every channel of the reactor.
+//     Workers run at once whenever events wait, so workers whose handlers
+//     are all quick cost each other the lines they share between CPUs
+//     (the journal, the run queue): on two CPUs four such workers
+//     dispatch 1.65x slower than one (BENCHMARKS.md, finding 40). Events
 //     of one id are handled one at a time and in order either way; workers
 //     start when events arrive and exit when none wait, so a large value
 //     costs nothing while idle. A worker whose handlers have been quick
