@@ -3,6 +3,7 @@ package fabric
 import (
 	"context"
 	"net/netip"
+	"sync/atomic"
 	"time"
 )
 
@@ -58,6 +59,26 @@ type EventSource interface {
 	Migrate(ep Endpoint) error
 	// Close releases the source. Endpoints still on it are destroyed.
 	Close() error
+}
+
+// GuardedSource is an EventSource whose takes a runtime can stop
+// atomically with the take itself, as a reactor does when a channel is
+// unregistered from another goroutine while the reactor's loop takes and
+// handles its events: after stop.Store(true) and Fence, no NextUnless
+// given that stop takes an event, and every one that began before has
+// returned. The in-tree sources implement it; a runtime given a source
+// that does not marks its takes itself (a fence per event: see
+// reactor.Reactor.Unregister).
+type GuardedSource interface {
+	EventSource
+	// NextUnless is Next without waiting (an empty source returns an error
+	// wrapping EAGAIN), except that it takes nothing, and returns an error
+	// wrapping EAGAIN, when *stop is set: stop is read under the lock that
+	// orders the source's takes, after any Fence that began before.
+	NextUnless(stop *atomic.Bool, ev *RawEvent) error
+	// Fence returns once every NextUnless that began before it has
+	// returned.
+	Fence()
 }
 
 // Endpoint is the fabric side of one id: what the kernel calls the rdma_cm

@@ -92,10 +92,21 @@ func TakeEventInto(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stam
 		if err := src.Next(context.Background(), false, raw); err != nil {
 			return nil, err
 		}
-		if e := keepIf(ev, deliverAt(reuse(ev, src), raw, at)); e != nil {
+		if e := DeliverInto(src, raw, at, ev); e != nil {
 			return e, nil
 		}
 	}
+}
+
+// DeliverInto delivers into ev, as TakeEventInto does, a raw event the
+// caller took from src itself: with a fabric.GuardedSource's NextUnless,
+// which a reactor uses so that a channel unregistered from another
+// goroutine loses no event to it after Unregister returns. It returns ev
+// filled, to be passed to Handle as TakeEventInto's, or nil when the event
+// is dropped (its id is gone; a CONNECT_REQUEST's new endpoint is then
+// rejected and destroyed), ev left clear: the caller takes the next one.
+func DeliverInto(src fabric.EventSource, raw *fabric.RawEvent, at journal.Stamp, ev *Event) *Event {
+	return keepIf(ev, deliverAt(reuse(ev, src), raw, at))
 }
 
 // dropChild rejects and destroys the new endpoint of a request nobody will

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -50,7 +51,9 @@ type registration struct {
 	wcs     []id.WC     // the loop's buffer for polling cq
 	stop    func() bool // cancels the channel's OnClose hook (under regMu)
 	removed atomic.Bool
-	closed  atomic.Bool // pfd is closed
+	guarded fabric.GuardedSource // src, if it can stop its takes (see drop)
+	taking  atomic.Bool          // the loop is in an inline take that src cannot stop (see drop)
+	closed  atomic.Bool          // pfd is closed
 }
 
 // closeNotifier is implemented by channels and completion queues that say
@@ -209,6 +212,7 @@ func (r *Reactor) Register(ch Channel, h id.Handler) error {
 		return fmt.Errorf("reactor: channel closed: %w", syscall.EBADF)
 	}
 	reg := &registration{ch: ch, src: src, fd: ch.Fd(), h: h}
+	reg.guarded, _ = src.(fabric.GuardedSource)
 	return r.add(reg, func() bool { return ch.Source() != nil }, func() bool {
 		_, dup := r.byCh[ch]
 		return !dup
@@ -363,6 +367,22 @@ func (r *Reactor) drop(reg *registration) {
 	// Marked here, not only in the loop's task: an inline handler cannot
 	// wait for that task, and the loop checks the mark before every read.
 	reg.removed.Store(true)
+	// The loop's call does not wait while the loop runs inline handlers
+	// (the caller may be one of them), so the mark alone would let a take
+	// that began before it run on after Unregister returns, into events
+	// queued since. A source that can stop its takes reads the mark under
+	// its own lock, which Fence passes through: a take either sees the
+	// mark or is over when Fence returns. The loop marks its takes from
+	// other sources (taking), and one in progress is waited for here.
+	// Neither runs a handler, so a handler unregistering finds none in
+	// progress. (With workers the loop runs no handler, and a completion
+	// queue is polled outside InlineBegin: call waits then.)
+	if reg.guarded != nil {
+		reg.guarded.Fence()
+	}
+	for reg.taking.Load() {
+		runtime.Gosched()
+	}
 	r.call(func() { r.forget(reg) })
 }
 
@@ -559,7 +579,7 @@ func (r *Reactor) handleInline(reg *registration, at journal.Stamp, max int) (n 
 		}
 	}()
 	for ; n < max && !reg.removed.Load(); n++ {
-		ev, err := id.TakeEventInto(reg.src, &r.raw, at, r.ev)
+		ev, err := r.takeInline(reg, at)
 		if err != nil {
 			if !errors.Is(err, syscall.EAGAIN) {
 				if !errors.Is(err, id.ErrClosed) {
@@ -574,6 +594,53 @@ func (r *Reactor) handleInline(reg *registration, at journal.Stamp, max int) (n 
 	return n, false
 }
 
+// takeInline takes reg's next event for an inline handler, unless reg was
+// unregistered: with the mark read under the source's lock when the source
+// can (fabric.GuardedSource: no fence of the loop's own per event, a tenth
+// of an inline dispatch), else with the take marked (takeMarked; see
+// drop).
+func (r *Reactor) takeInline(reg *registration, at journal.Stamp) (*id.Event, error) {
+	g := reg.guarded
+	if g == nil {
+		return r.takeMarked(reg, at)
+	}
+	if testHookTake != nil {
+		testHookTake()
+	}
+	for {
+		if err := g.NextUnless(&reg.removed, &r.raw); err != nil {
+			return nil, err
+		}
+		if ev := id.DeliverInto(reg.src, &r.raw, at, r.ev); ev != nil {
+			return ev, nil
+		}
+	}
+}
+
+// takeMarked is takeInline from a source that cannot stop its takes: the
+// take is marked while it runs (taking), and the mark checked after the
+// loop's own; drop waits for a marked take.
+func (r *Reactor) takeMarked(reg *registration, at journal.Stamp) (*id.Event, error) {
+	reg.taking.Store(true)
+	defer reg.taking.Store(false)
+	if reg.removed.Load() {
+		return nil, errStopped
+	}
+	if testHookTake != nil {
+		testHookTake()
+	}
+	return id.TakeEventInto(reg.src, &r.raw, at, r.ev)
+}
+
+// errStopped is takeInline's error for a registration unregistered before
+// the take: EAGAIN, as the guarded sources' (nothing more to take).
+var errStopped = fmt.Errorf("reactor: unregistered: %w", syscall.EAGAIN)
+
+// testHookTake, if set (by tests only), runs in takeInline between the
+// loop's check of the registration's mark (a source's is under its lock,
+// later) and the take.
+var testHookTake func()
+
 // drainCQ polls up to Batch completions from a readable completion queue
 // and dispatches them. It returns how many it polled.
 func (r *Reactor) drainCQ(reg *registration) int {
@@ -586,6 +653,11 @@ func (r *Reactor) drainCQ(reg *registration) int {
 		return 0
 	}
 	wcs := reg.wcs[:min(int64(len(reg.wcs)), int64(r.opts.Batch), room)]
+	if testHookTake != nil {
+		testHookTake()
+	}
+	// Polled before InlineBegin: an UnregisterCQ meanwhile waits for the
+	// loop's task, which runs after this drain (see drop).
 	n := reg.cq.Poll(wcs)
 	if n == 0 && reg.cq.Fd() < 0 {
 		// Destroyed (with its QP): it made its descriptor readable so

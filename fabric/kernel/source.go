@@ -7,6 +7,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -229,11 +230,33 @@ func wrapNext(err error) error {
 	return fmt.Errorf("kernel: get_event: %w", err)
 }
 
+var _ fabric.GuardedSource = (*source)(nil)
+
+// NextUnless implements fabric.GuardedSource: stop is read under nextMu,
+// which orders the dequeues.
+func (s *source) NextUnless(stop *atomic.Bool, ev *fabric.RawEvent) error {
+	return wrapNext(s.nextUnless(stop, ev))
+}
+
+// Fence implements fabric.GuardedSource.
+func (s *source) Fence() {
+	s.nextMu.Lock()
+	// Empty on purpose: holding the lock once orders Fence after every
+	// dequeue that held it.
+	s.nextMu.Unlock()
+}
+
 // next dequeues one event into ev and applies it to the id's QP (which
 // may rewrite the event, or drop it: then the next one is taken).
-func (s *source) next(ev *fabric.RawEvent) error {
+func (s *source) next(ev *fabric.RawEvent) error { return s.nextUnless(nil, ev) }
+
+// nextUnless is next, or nothing and EAGAIN if stop (non-nil) is set.
+func (s *source) nextUnless(stop *atomic.Bool, ev *fabric.RawEvent) error {
 	s.nextMu.Lock()
 	defer s.nextMu.Unlock()
+	if stop != nil && stop.Load() {
+		return syscall.EAGAIN
+	}
 	for {
 		var p postEvent
 		var req request

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cmrt/cmrt/fabric"
@@ -110,6 +111,25 @@ func (s *source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) erro
 	}
 	return nil
 }
+
+var _ fabric.GuardedSource = (*source)(nil)
+
+// NextUnless implements fabric.GuardedSource: Next without waiting, unless
+// stop is set.
+func (s *source) NextUnless(stop *atomic.Bool, ev *fabric.RawEvent) error {
+	if err := s.q.PopUnless(stop, ev); err != nil {
+		return err
+	}
+	if ev.Type == fabric.EventConnectRequest {
+		if child, ok := ev.Child.(*endpoint); ok {
+			child.requestRead()
+		}
+	}
+	return nil
+}
+
+// Fence implements fabric.GuardedSource.
+func (s *source) Fence() { s.q.Fence() }
 
 // Migrate implements fabric.EventSource: the endpoint and its queued events move
 // here, in order, with no event of it reported in between.

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -164,6 +165,25 @@ func (s *Source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) erro
 		return nil
 	}
 	return s.q.Pop(ctx, block, ev)
+}
+
+var _ fabric.GuardedSource = (*Source)(nil)
+
+// NextUnless implements fabric.GuardedSource.
+func (s *Source) NextUnless(stop *atomic.Bool, ev *fabric.RawEvent) error {
+	err := s.q.PopUnless(stop, ev)
+	if s.moved == nil || !errors.Is(err, syscall.EAGAIN) {
+		return err
+	}
+	return s.moved.PopUnless(stop, ev)
+}
+
+// Fence implements fabric.GuardedSource.
+func (s *Source) Fence() {
+	s.q.Fence()
+	if s.moved != nil {
+		s.moved.Fence()
+	}
 }
 
 // Migrate implements fabric.EventSource.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/cmrt/cmrt/poll"
@@ -235,6 +236,41 @@ func (q *Queue[T]) Pop(ctx context.Context, block bool, out *T) error {
 			return err
 		}
 	}
+}
+
+// PopUnless is Pop without waiting, except that it takes nothing, and
+// returns ErrAgain, when *stop is set: stop is read under the queue's
+// lock, so that once stop is set and Fence has returned no PopUnless given
+// it takes an entry (fabric.GuardedSource).
+func (q *Queue[T]) PopUnless(stop *atomic.Bool, out *T) error {
+	q.mu.Lock()
+	if q.closed {
+		q.closedLocked()
+		q.mu.Unlock()
+		return q.errClosed
+	}
+	if q.r.Len() == 0 || stop.Load() {
+		q.mu.Unlock()
+		return ErrAgain
+	}
+	// Pop's tail, written out (a helper both share was a call more per
+	// event on an inline reactor's take).
+	q.popLocked(out)
+	more := q.r.Len() > 0 && q.waiters > 0
+	q.mu.Unlock()
+	if more {
+		q.wake() // pass the token on to a blocked Pop
+	}
+	return nil
+}
+
+// Fence returns once every PopUnless that began before it has returned:
+// it takes and releases the queue's lock.
+func (q *Queue[T]) Fence() {
+	q.mu.Lock()
+	// Empty on purpose: holding the lock once orders Fence after every
+	// PopUnless that held it.
+	q.mu.Unlock()
 }
 
 // PopN moves up to len(out) of the oldest entries into out, under one

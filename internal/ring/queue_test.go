@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -555,5 +556,83 @@ func TestQueueMovePops(t *testing.T) {
 	}
 	if moves != 3 {
 		t.Fatalf("Close moved (%d moves)", moves)
+	}
+}
+
+// TestQueuePopUnless: PopUnless takes the oldest entry while stop is
+// clear; with stop set it takes nothing and returns ErrAgain (the entry
+// stays, and the descriptor stays readable), as it does on an empty queue;
+// a closed queue returns the closed error. Once stop is set and Fence has
+// returned, a PopUnless racing with them has either taken its entry
+// before or takes none (the goroutine below pops until stopped; every
+// entry is then either popped or still queued, none lost or doubled).
+func TestQueuePopUnless(t *testing.T) {
+	q := NewQueue[int](4, nil)
+	fd := q.Fd()
+	var stop atomic.Bool
+	var v int
+	for _, k := range []int{1, 2} {
+		if err := q.Push(&k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := q.PopUnless(&stop, &v); err != nil || v != 1 {
+		t.Fatalf("PopUnless = %d, %v; want 1, nil", v, err)
+	}
+	stop.Store(true)
+	if err := q.PopUnless(&stop, &v); !errors.Is(err, ErrAgain) || !errors.Is(err, syscall.EAGAIN) {
+		t.Fatalf("PopUnless with stop set: %v, want ErrAgain", err)
+	}
+	if q.Len() != 1 || !readable(t, fd) {
+		t.Fatalf("stopped PopUnless took an entry: len %d, readable %v", q.Len(), readable(t, fd))
+	}
+	stop.Store(false)
+	if err := q.PopUnless(&stop, &v); err != nil || v != 2 {
+		t.Fatalf("PopUnless = %d, %v; want 2, nil", v, err)
+	}
+	if err := q.PopUnless(&stop, &v); !errors.Is(err, ErrAgain) {
+		t.Fatalf("PopUnless on an empty queue: %v, want ErrAgain", err)
+	}
+	if readable(t, fd) {
+		t.Fatal("empty queue readable")
+	}
+
+	const n = 10000
+	var popped []int // the goroutine's, read once it is done
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		var x int
+		for {
+			err := q.PopUnless(&stop, &x)
+			if err == nil {
+				popped = append(popped, x)
+				continue
+			}
+			if stop.Load() {
+				return
+			}
+		}
+	}()
+	for k := 0; k < n/2; k++ {
+		_ = q.Push(&k)
+	}
+	stop.Store(true)
+	q.Fence()
+	for k := n / 2; k < n; k++ { // pushed after stop and Fence: none may be taken
+		_ = q.Push(&k)
+	}
+	<-done
+	for _, x := range popped {
+		if x >= n/2 {
+			t.Fatalf("entry %d, pushed after stop and Fence, was popped", x)
+		}
+	}
+	if len(popped)+q.Len() != n {
+		t.Fatalf("popped %d + queued %d != pushed %d", len(popped), q.Len(), n)
+	}
+	q.Close()
+	if err := q.PopUnless(&stop, &v); !IsClosed(err) {
+		t.Fatalf("PopUnless on a closed queue: %v", err)
 	}
 }
