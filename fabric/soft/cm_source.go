@@ -104,11 +104,7 @@ func (s *source) Next(ctx context.Context, block bool, ev *fabric.RawEvent) erro
 	if err := s.q.Pop(ctx, block, ev); err != nil {
 		return err
 	}
-	if ev.Type == fabric.EventConnectRequest {
-		if child, ok := ev.Child.(*endpoint); ok {
-			child.requestRead()
-		}
-	}
+	taken(ev)
 	return nil
 }
 
@@ -120,12 +116,18 @@ func (s *source) NextUnless(stop *atomic.Bool, ev *fabric.RawEvent) error {
 	if err := s.q.PopUnless(stop, ev); err != nil {
 		return err
 	}
+	taken(ev)
+	return nil
+}
+
+// taken is what taking ev from the queue does besides: a CONNECT_REQUEST's
+// place in its listener's backlog is returned (Next, NextUnless).
+func taken(ev *fabric.RawEvent) {
 	if ev.Type == fabric.EventConnectRequest {
 		if child, ok := ev.Child.(*endpoint); ok {
 			child.requestRead()
 		}
 	}
-	return nil
 }
 
 // Fence implements fabric.GuardedSource.
