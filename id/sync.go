@@ -27,11 +27,36 @@ func (i *ID) complete(ctx context.Context, c journal.Call) error {
 		}
 		return i.waitError(c.String(), err)
 	}
+	if !i.keepSync(ev) {
+		return i.destroyedError(c.String())
+	}
+	return statusError(c.String(), ev)
+}
+
+// testHookSyncTaken, when set, runs after a synchronous call took its event
+// and before the id keeps it (tests: a Destroy in that window).
+var testHookSyncTaken func()
+
+// keepSync makes ev, just taken from the private channel of synchronous id
+// i, the id's current event, as the answer to its call. It reports false
+// when the id was destroyed since the event was delivered: Destroy has
+// already released the id's current event and counts this one among those
+// it waits for, so ev is acknowledged here instead of kept, or that
+// Destroy would wait forever.
+func (i *ID) keepSync(ev *Event) bool {
+	if testHookSyncTaken != nil {
+		testHookSyncTaken()
+	}
 	ev.syncOwned = true
 	i.mu.Lock()
+	if i.state == StateDestroyed {
+		i.mu.Unlock()
+		ev.settle()
+		return false
+	}
 	i.event = ev
 	i.mu.Unlock()
-	return statusError(c.String(), ev)
+	return true
 }
 
 // statusError is the error a synchronous call returns for its event: nil
@@ -50,10 +75,16 @@ func statusError(op string, ev *Event) error {
 // the fabric's name for its closed queue.
 func (i *ID) waitError(op string, err error) error {
 	if i.destroyed.Load() && errors.Is(err, syscall.EBADF) {
-		return &Error{Op: op, Msg: fmt.Sprintf("id %d destroyed while the call waited", i.uid),
-			Err: fmt.Errorf("%w: %w", ErrClosed, syscall.EBADF)}
+		return i.destroyedError(op)
 	}
 	return wrap(op, err)
+}
+
+// destroyedError is the error of a synchronous call whose id was destroyed
+// while it waited: ErrClosed with EBADF.
+func (i *ID) destroyedError(op string) error {
+	return &Error{Op: op, Msg: fmt.Sprintf("id %d destroyed while the call waited", i.uid),
+		Err: fmt.Errorf("%w: %w", ErrClosed, syscall.EBADF)}
 }
 
 // cancel moves an id whose blocking call was abandoned to StateCanceled.
@@ -120,9 +151,9 @@ func (i *ID) GetRequestContext(ctx context.Context) (*ID, error) {
 		}
 		return child, nil
 	}
-	i.mu.Lock()
-	i.event = ev
-	i.mu.Unlock()
+	if !i.keepSync(ev) {
+		return nil, i.destroyedError("get_request")
+	}
 	switch {
 	case ev.Type == EventRejected:
 		return nil, errorf("get_request", syscall.ECONNREFUSED, "%s", ev.Type)
