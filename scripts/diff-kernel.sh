@@ -71,6 +71,14 @@ if [ -z "$summary" ]; then
 	echo "diff-kernel: 0 sequences, 1 divergences, 0 documented"
 	exit 1
 fi
+# Undocumented divergences again, each with its minimal sequence, and the
+# sequences that failed to run: the console above is long, and a CI log's
+# tail should name what failed.
+tr -d '\r' < "$tmp/out.log" | awk '
+	/^=== divergence / { on = 1; print; next }
+	/^sequence [0-9]+ on [^ ]+: / { print; next }
+	on && (/^    / || /^minimal sequence/ || /^its divergence/) { print; next }
+	{ on = 0 }' | sed 's/^/again: /'
 echo "$summary"
 case $summary in
 *", 0 divergences,"*) [ "$rc" = 0 ] || exit "$rc" ;;
