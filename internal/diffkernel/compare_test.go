@@ -246,6 +246,69 @@ func TestKnown(t *testing.T) {
 			t.Errorf("bind after %s on %s, kernel %s: documented %q, want %q", c.before, c.fl, c.kern, got, c.known)
 		}
 	}
+	// A resolve to a destination no route leads to, after a failed bind:
+	// documented only when an earlier bind of the id failed on the kernel,
+	// and only for the kernel's success against the software fabric's
+	// ENETUNREACH.
+	for _, c := range []struct {
+		fl     Flavour
+		before string
+		soft   string
+		known  string
+	}{
+		{IB, "s0[bind:EADDRINUSE>IDLE]", "s0[bind:ok>ADDR_BOUND resolve_addr:ENETUNREACH>ADDR_BOUND]", "kernel-resolve-after-failed-bind"},
+		{IWARP, "s0[bind:EADDRINUSE>IDLE]", "s0[bind:ok>ADDR_BOUND resolve_addr:ENETUNREACH>ADDR_BOUND]", "kernel-resolve-after-failed-bind"},
+		{IB, "s0[bind:ok>ADDR_BOUND]", "s0[bind:ok>ADDR_BOUND resolve_addr:ENETUNREACH>ADDR_BOUND]", ""},
+		{IB, "s0[create:ok>IDLE]", "s0[bind:ok>ADDR_BOUND resolve_addr:ENETUNREACH>ADDR_BOUND]", ""},
+		{IB, "s0[bind:EADDRINUSE>IDLE]", "s0[bind:ok>ADDR_BOUND resolve_addr:EADDRINUSE>ADDR_BOUND]", ""},
+	} {
+		o := op(t, "s0 resolve_addr unroutable:2")
+		_, d := newComparer(c.fl).compare(1, o, epoch(t, c.soft),
+			epoch(t, "s0[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]"))
+		if d == nil {
+			t.Fatal("resolve: no divergence")
+		}
+		k := matchKnown(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{o},
+			Soft: []Epoch{epoch(t, c.before), d.SoftEpoch}, Kernel: []Epoch{epoch(t, c.before), d.KernelEpoch}})
+		got := ""
+		if k != nil {
+			got = k.Name
+		}
+		if got != c.known {
+			t.Errorf("resolve after %s on %s, soft %s: documented %q, want %q", c.before, c.fl, c.soft, got, c.known)
+		}
+	}
+	// IB: an accept whose active peer was made synchronous in CONNECT gets
+	// no ESTABLISHED: documented only on IB, after a migrate to sync that
+	// left an id in CONNECT and nothing read since.
+	for _, c := range []struct {
+		fl      Flavour
+		migrate string
+		before  string
+		known   string
+	}{
+		{IB, "s1 migrate sync", "s1[migrate:ok>CONNECT]", "ib-unread-connect-response"},
+		{IWARP, "s1 migrate sync", "s1[migrate:ok>CONNECT]", ""},
+		{IB, "s1 migrate ch1", "s1[migrate:ok>CONNECT]", ""},
+		{IB, "s1 migrate sync", "s1[migrate:ok>ESTABLISHED]", ""},
+		{IB, "s1 migrate sync", "s1[migrate:EINVAL>CONNECT]", ""},
+	} {
+		mig, acc := op(t, c.migrate), op(t, "s2 accept pd=0")
+		_, d := newComparer(c.fl).compare(1, acc, epoch(t, "s2[accept:ok>ACCEPT ESTABLISHED:0>ESTABLISHED]"),
+			epoch(t, "s2[accept:ok>ACCEPT]"))
+		if d == nil {
+			t.Fatal("accept: no divergence")
+		}
+		k := matchKnown(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{mig, acc},
+			Soft: []Epoch{epoch(t, c.before), d.SoftEpoch}, Kernel: []Epoch{epoch(t, c.before), d.KernelEpoch}})
+		got := ""
+		if k != nil {
+			got = k.Name
+		}
+		if got != c.known {
+			t.Errorf("accept after %s (%s) on %s: documented %q, want %q", c.migrate, c.before, c.fl, got, c.known)
+		}
+	}
 	// IB: a synchronous disconnect still waits for its DISCONNECTED when
 	// the id's next call comes.
 	for _, c := range []struct {

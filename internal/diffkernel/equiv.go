@@ -250,12 +250,23 @@ var Documented = []*Known{
 				(k != 0 && k != int32(syscall.ENODEV)) {
 				return false
 			}
-			for _, e := range m.Kernel[:max(len(m.Kernel)-1, 0)] {
-				if st, ok := call(e.Slots[d.Op.Slot], journal.CallBind); ok && st != 0 {
-					return true
-				}
+			return failedBindBefore(m)
+		},
+	},
+	{
+		Name: "kernel-resolve-after-failed-bind",
+		Why: "the device a failed bind looked up stays the kernel's id's (bound_dev_if, as above), and a later " +
+			"resolve_addr without a source address routes through it: a destination no route leads to is taken as on " +
+			"that device's link and resolved; cmrt's failed bind leaves the id as it was, with no device, and the " +
+			"resolve fails ENETUNREACH, as on a new id",
+		Match: func(m *Match) bool {
+			d := m.Div
+			k, okK := call(d.KernelEpoch.Slots[d.Op.Slot], journal.CallResolveAddr)
+			s, okS := call(d.SoftEpoch.Slots[d.Op.Slot], journal.CallResolveAddr)
+			if d.Op.Call != journal.CallResolveAddr || !okK || !okS || k != 0 || s != int32(syscall.ENETUNREACH) {
+				return false
 			}
-			return false
+			return failedBindBefore(m)
 		},
 	},
 	// Calls the model refuses that the kernel of one transport takes
@@ -293,6 +304,45 @@ var Documented = []*Known{
 		},
 	},
 	{
+		Name: "ib-unread-connect-response",
+		Why: "IB: an active id without a QP sends its RTU when its user, having read CONNECT_RESPONSE, calls " +
+			"rdma_establish (the driver does so at once for every id whose events it reads); an id migrated to " +
+			"synchronous while its connect is under way has no call waiting to read that event, so no RTU goes and " +
+			"the passive side's accept gets no ESTABLISHED (its REP times out later); iWARP's initiator, the kernel's " +
+			"and the software fabric's, sends its RTR without the user",
+		Match: func(m *Match) bool {
+			d := m.Div
+			if m.Flavour != IB || d.Op.Call != journal.CallAccept {
+				return false
+			}
+			soft, kern := d.SoftEpoch.Slots[d.Op.Slot], d.KernelEpoch.Slots[d.Op.Slot]
+			if indexEvent(soft, id.EventEstablished) < 0 || indexEvent(kern, id.EventEstablished) >= 0 ||
+				!hasCall(kern, journal.CallAccept, 0) {
+				return false
+			}
+			// An active id made synchronous in CONNECT, whose answer no
+			// call has read since.
+			for k, o := range m.Seq[:min(len(m.Seq), len(m.Kernel))] {
+				if o.Call != journal.CallMigrate || o.Chan != callseq.ChanSync {
+					continue
+				}
+				is := m.Kernel[k].Slots[o.Slot]
+				if len(is) == 0 || !hasCall(is, journal.CallMigrate, 0) || is[len(is)-1].State != id.StateConnect {
+					continue
+				}
+				read := false
+				for _, e := range m.Kernel[k+1:] {
+					later := e.Slots[o.Slot]
+					read = read || indexEvent(later, id.EventConnectResponse) >= 0 || indexEvent(later, id.EventEstablished) >= 0
+				}
+				if !read {
+					return true
+				}
+			}
+			return false
+		},
+	},
+	{
 		Name: "ib-sync-disconnect-waits-drep",
 		Why: "IB: a synchronous id's Disconnect returns with its DISCONNECTED, which comes with the peer's DREP (when the " +
 			"peer disconnects too) or when the DREQ times out, as librdmacm's rdma_disconnect; on iWARP, and on the software " +
@@ -315,6 +365,17 @@ var Documented = []*Known{
 			return false
 		},
 	},
+}
+
+// failedBindBefore reports whether a bind of the diverging operation's id
+// failed on the kernel in an earlier step.
+func failedBindBefore(m *Match) bool {
+	for _, e := range m.Kernel[:max(len(m.Kernel)-1, 0)] {
+		if st, ok := call(e.Slots[m.Div.Op.Slot], journal.CallBind); ok && st != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func matchKnown(m *Match) *Known {

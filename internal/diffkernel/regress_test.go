@@ -189,6 +189,28 @@ var regressions = []struct {
 			"s0 bind nonlocal:1 => s0[bind:ENODEV>IDLE]"),
 	},
 	{
+		// A resolve to a destination no route leads to, after a bind that
+		// failed: the kernel resolves it on the failed bind's device.
+		name: "resolve-after-failed-bind/rxe", dev: "rxe0", known: "kernel-resolve-after-failed-bind", kernel: trace(
+			created("s0", "tcp", "sync"),
+			"s0 bind local:2 => s0[bind:ok>ADDR_BOUND]",
+			created("s1", "tcp", "ch1"),
+			"s1 bind local:2 => s1[bind:EADDRINUSE>IDLE]",
+			"s1 resolve_addr unroutable:2 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]"),
+	},
+	{
+		// An active id made synchronous while its connect is under way: on IB
+		// nobody reads its CONNECT_RESPONSE, so no RTU goes and the accept
+		// gets no ESTABLISHED.
+		name: "unread-connect-response/rxe", dev: "rxe0", known: "ib-unread-connect-response", kernel: trace(
+			listening("s0", "tcp", "sync", "local:1", 8),
+			resolved("s1", "tcp", "ch0", "local:1"),
+			"s1 connect pd=6 => s1[connect:ok>CONNECT]",
+			"s1 migrate sync => s1[migrate:ok>CONNECT]",
+			"s0 get_request => s0[get_request:ok>LISTEN] s2[CONNECT_REQUEST:0>CONNECT_REQUEST migrate:ok>CONNECT_REQUEST]",
+			"s2 accept pd=0 => s2[accept:ok>ACCEPT]"),
+	},
+	{
 		// Connect to a destination resolved on the bound device's link that no
 		// route leads to.
 		name: "connect-no-route", dev: "rxe0", known: "connect-no-route-unreachable", kernel: trace(
