@@ -199,6 +199,14 @@ var regressions = []struct {
 			"s1 resolve_addr unroutable:2 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]"),
 	},
 	{
+		name: "resolve-after-failed-bind/siw", dev: "siw0", known: "kernel-resolve-after-failed-bind", kernel: trace(
+			created("s0", "tcp", "sync"),
+			"s0 bind local:2 => s0[bind:ok>ADDR_BOUND]",
+			created("s1", "tcp", "ch1"),
+			"s1 bind local:2 => s1[bind:EADDRINUSE>IDLE]",
+			"s1 resolve_addr unroutable:2 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]"),
+	},
+	{
 		// An active id made synchronous while its connect is under way: on IB
 		// nobody reads its CONNECT_RESPONSE, so no RTU goes and the accept
 		// gets no ESTABLISHED.
