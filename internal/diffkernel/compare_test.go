@@ -236,12 +236,8 @@ func TestKnown(t *testing.T) {
 		if d == nil {
 			t.Fatal("bind: no divergence")
 		}
-		k := matchKnown(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{o},
+		got := knownName(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{o},
 			Soft: []Epoch{epoch(t, c.before), d.SoftEpoch}, Kernel: []Epoch{epoch(t, c.before), d.KernelEpoch}})
-		got := ""
-		if k != nil {
-			got = k.Name
-		}
 		if got != c.known {
 			t.Errorf("bind after %s on %s, kernel %s: documented %q, want %q", c.before, c.fl, c.kern, got, c.known)
 		}
@@ -268,12 +264,8 @@ func TestKnown(t *testing.T) {
 		if d == nil {
 			t.Fatal("resolve: no divergence")
 		}
-		k := matchKnown(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{o},
+		got := knownName(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{o},
 			Soft: []Epoch{epoch(t, c.before), d.SoftEpoch}, Kernel: []Epoch{epoch(t, c.before), d.KernelEpoch}})
-		got := ""
-		if k != nil {
-			got = k.Name
-		}
 		if got != c.known {
 			t.Errorf("resolve after %s on %s, soft %s: documented %q, want %q", c.before, c.fl, c.soft, got, c.known)
 		}
@@ -299,12 +291,8 @@ func TestKnown(t *testing.T) {
 		if d == nil {
 			t.Fatal("accept: no divergence")
 		}
-		k := matchKnown(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{mig, acc},
+		got := knownName(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{mig, acc},
 			Soft: []Epoch{epoch(t, c.before), d.SoftEpoch}, Kernel: []Epoch{epoch(t, c.before), d.KernelEpoch}})
-		got := ""
-		if k != nil {
-			got = k.Name
-		}
 		if got != c.known {
 			t.Errorf("accept after %s (%s) on %s: documented %q, want %q", c.migrate, c.before, c.fl, got, c.known)
 		}
@@ -326,13 +314,9 @@ func TestKnown(t *testing.T) {
 		if d == nil {
 			t.Fatal("busy: no divergence")
 		}
-		k := matchKnown(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{o},
+		got := knownName(&Match{Flavour: c.fl, Div: d, Seq: callseq.Seq{o},
 			Soft:   []Epoch{epoch(t, "s1[disconnect:ok>ESTABLISHED DISCONNECTED:0>DISCONNECTED]"), d.SoftEpoch},
 			Kernel: []Epoch{epoch(t, c.before), d.KernelEpoch}})
-		got := ""
-		if k != nil {
-			got = k.Name
-		}
 		if got != c.known {
 			t.Errorf("busy after %s on %s: documented %q, want %q", c.before, c.fl, got, c.known)
 		}
@@ -370,4 +354,13 @@ func TestKnown(t *testing.T) {
 			t.Errorf("equivalence %+v: incomplete", e)
 		}
 	}
+}
+
+// knownName is the name of the documented divergence m matches, "" for
+// none.
+func knownName(m *Match) string {
+	if k := matchKnown(m); k != nil {
+		return k.Name
+	}
+	return ""
 }

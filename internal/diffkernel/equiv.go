@@ -243,14 +243,8 @@ var Documented = []*Known{
 			"address no interface has succeeds on iWARP, and fails ENODEV on RoCE (no GID for it); cmrt refuses it " +
 			"with EADDRNOTAVAIL every time, as a first bind",
 		Match: func(m *Match) bool {
-			d := m.Div
-			k, okK := call(d.KernelEpoch.Slots[d.Op.Slot], journal.CallBind)
-			s, okS := call(d.SoftEpoch.Slots[d.Op.Slot], journal.CallBind)
-			if d.Op.Call != journal.CallBind || !okK || !okS || s != int32(syscall.EADDRNOTAVAIL) ||
-				(k != 0 && k != int32(syscall.ENODEV)) {
-				return false
-			}
-			return failedBindBefore(m)
+			k, s, ok := opStatuses(m.Div, journal.CallBind)
+			return ok && s == int32(syscall.EADDRNOTAVAIL) && (k == 0 || k == int32(syscall.ENODEV)) && failedBindBefore(m)
 		},
 	},
 	{
@@ -260,13 +254,8 @@ var Documented = []*Known{
 			"that device's link and resolved; cmrt's failed bind leaves the id as it was, with no device, and the " +
 			"resolve fails ENETUNREACH, as on a new id",
 		Match: func(m *Match) bool {
-			d := m.Div
-			k, okK := call(d.KernelEpoch.Slots[d.Op.Slot], journal.CallResolveAddr)
-			s, okS := call(d.SoftEpoch.Slots[d.Op.Slot], journal.CallResolveAddr)
-			if d.Op.Call != journal.CallResolveAddr || !okK || !okS || k != 0 || s != int32(syscall.ENETUNREACH) {
-				return false
-			}
-			return failedBindBefore(m)
+			k, s, ok := opStatuses(m.Div, journal.CallResolveAddr)
+			return ok && k == 0 && s == int32(syscall.ENETUNREACH) && failedBindBefore(m)
 		},
 	},
 	// Calls the model refuses that the kernel of one transport takes
@@ -365,6 +354,14 @@ var Documented = []*Known{
 			return false
 		},
 	},
+}
+
+// opStatuses returns the kernel's and the software fabric's status of the
+// diverging operation, when it is call c and both sides made it.
+func opStatuses(d *Divergence, c journal.Call) (kernel, soft int32, ok bool) {
+	k, okK := call(d.KernelEpoch.Slots[d.Op.Slot], c)
+	s, okS := call(d.SoftEpoch.Slots[d.Op.Slot], c)
+	return k, s, d.Op.Call == c && okK && okS
 }
 
 // failedBindBefore reports whether a bind of the diverging operation's id
