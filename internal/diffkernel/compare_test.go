@@ -297,6 +297,29 @@ func TestKnown(t *testing.T) {
 			t.Errorf("accept after %s (%s) on %s: documented %q, want %q", c.migrate, c.before, c.fl, got, c.known)
 		}
 	}
+	// A listen refused EADDRINUSE by the kernel: documented only after a
+	// listener of the other port space on the same port.
+	for _, c := range []struct {
+		ps, port string
+		known    string
+	}{
+		{"udp", "3", "kernel-listen-port-across-port-spaces"},
+		{"tcp", "3", ""}, // the same space: cmrt refuses it too, or it is a divergence
+		{"udp", "2", ""}, // another port
+	} {
+		seq := callseq.Seq{op(t, "s0 create tcp ch1"), op(t, "s0 bind wildcard:3"), op(t, "s1 create "+c.ps+" ch1"),
+			op(t, "s1 bind wildcard:"+c.port), op(t, "s1 listen 1"), op(t, "s0 listen -1")}
+		kern := []Epoch{epoch(t, "s0[create:ok>IDLE]"), epoch(t, "s0[bind:ok>ADDR_BOUND]"), epoch(t, "s1[create:ok>IDLE]"),
+			epoch(t, "s1[bind:ok>ADDR_BOUND]"), epoch(t, "s1[listen:ok>LISTEN]")}
+		_, d := newComparer(IB).compare(5, seq[5], epoch(t, "s0[listen:ok>LISTEN]"), epoch(t, "s0[listen:EADDRINUSE>ADDR_BOUND]"))
+		if d == nil {
+			t.Fatal("listen: no divergence")
+		}
+		got := knownName(&Match{Flavour: IB, Div: d, Seq: seq, Soft: append(kern[:5:5], d.SoftEpoch), Kernel: append(kern, d.KernelEpoch)})
+		if got != c.known {
+			t.Errorf("listen after a %s listener on port %s: documented %q, want %q", c.ps, c.port, got, c.known)
+		}
+	}
 	// IB: a synchronous disconnect still waits for its DISCONNECTED when
 	// the id's next call comes.
 	for _, c := range []struct {

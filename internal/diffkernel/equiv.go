@@ -293,6 +293,32 @@ var Documented = []*Known{
 		},
 	},
 	{
+		Name: "kernel-listen-port-across-port-spaces",
+		Why: "the kernel listens on every device an id's address covers, iWARP ones included, whatever the id's " +
+			"port space: a listener of the UDP (or TCP) port space makes siw listen on that TCP port, and a listener " +
+			"of the other space on the same port then fails EADDRINUSE, though rdma_cm's port spaces are apart " +
+			"(rxe0's runs see it through siw0, in the same VM); cmrt keeps the port spaces apart, as rdma_cm's " +
+			"documentation says",
+		Match: func(m *Match) bool {
+			k, s, ok := opStatuses(m.Div, journal.CallListen)
+			if !ok || k != int32(syscall.EADDRINUSE) || s != 0 {
+				return false
+			}
+			slot, seq := m.Div.Op.Slot, m.Seq[:min(len(m.Seq), len(m.Kernel))]
+			ps, port := slotPS(seq, slot), boundPort(seq, slot)
+			if ps == 0 || port == 0 {
+				return false
+			}
+			for k, o := range seq {
+				if o.Call == journal.CallListen && o.Slot != slot && hasCall(m.Kernel[k].Slots[o.Slot], journal.CallListen, 0) &&
+					slotPS(seq, o.Slot) != ps && slotPS(seq, o.Slot) != 0 && boundPort(seq, o.Slot) == port {
+					return true
+				}
+			}
+			return false
+		},
+	},
+	{
 		Name: "ib-unread-connect-response",
 		Why: "IB: an active id without a QP sends its RTU when its user, having read CONNECT_RESPONSE, calls " +
 			"rdma_establish (the driver does so at once for every id whose events it reads); an id migrated to " +
@@ -362,6 +388,28 @@ func opStatuses(d *Divergence, c journal.Call) (kernel, soft int32, ok bool) {
 	k, okK := call(d.KernelEpoch.Slots[d.Op.Slot], c)
 	s, okS := call(d.SoftEpoch.Slots[d.Op.Slot], c)
 	return k, s, d.Op.Call == c && okK && okS
+}
+
+// slotPS returns the port space slot was created in, 0 if no create in
+// seq made it (the new id of a request).
+func slotPS(seq callseq.Seq, slot int) id.PortSpace {
+	for _, o := range seq {
+		if o.Call == journal.CallCreate && o.Slot == slot {
+			return o.PS
+		}
+	}
+	return 0
+}
+
+// boundPort returns the port of slot's last bind in seq, 0 if none.
+func boundPort(seq callseq.Seq, slot int) int {
+	port := 0
+	for _, o := range seq {
+		if o.Call == journal.CallBind && o.Slot == slot {
+			port = o.Port
+		}
+	}
+	return port
 }
 
 // failedBindBefore reports whether a bind of the diverging operation's id

@@ -207,6 +207,17 @@ var regressions = []struct {
 			"s1 resolve_addr unroutable:2 => s1[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]"),
 	},
 	{
+		// Listeners of two port spaces on one port: the kernel's UDP listener
+		// holds siw0's TCP port (a wildcard listen covers every device).
+		name: "listen-port-across-port-spaces/rxe", dev: "rxe0", known: "kernel-listen-port-across-port-spaces", kernel: trace(
+			created("s0", "tcp", "ch1"),
+			"s0 bind wildcard:3 => s0[bind:ok>ADDR_BOUND]",
+			created("s1", "udp", "ch1"),
+			"s1 bind wildcard:3 => s1/UD[bind:ok>ADDR_BOUND]",
+			"s1 listen 1 => s1/UD[listen:ok>LISTEN]",
+			"s0 listen -1 => s0[listen:EADDRINUSE>ADDR_BOUND]"),
+	},
+	{
 		// An active id made synchronous while its connect is under way: on IB
 		// nobody reads its CONNECT_RESPONSE, so no RTU goes and the accept
 		// gets no ESTABLISHED.
