@@ -175,6 +175,17 @@ func (ep *endpoint) bindLocked(addr netip.AddrPort) error {
 	}
 	ep.bind, ep.dev, ep.local = b, dev, b.addr
 	ep.f.mon.track(ep)
+	if t, ok := ep.tp.(*udTransport); ok {
+		// A bound UD id's socket is read from the start, so that a request
+		// to its port is answered at once when it does not listen, as the
+		// kernel's SIDR answers one for a service nobody listens on (REP
+		// status 1: UNREACHABLE 1 at the requester), not left unread until
+		// the requester's retries run out. Should the loop not start, the
+		// id still works: its socket is attached by its listen or connect.
+		if _, err := t.sockLocked(); err != nil {
+			ep.f.log.Debug().Err(err).Msg("UD socket not read until listen or connect")
+		}
+	}
 	return nil
 }
 

@@ -289,6 +289,33 @@ func TestUDConnectWithoutListenerFailsAtOnce(t *testing.T) {
 	}
 }
 
+// A UD connect to a port a UD id holds without listening ends at once
+// with UNREACHABLE status 1, IB_SIDR_UNSUPPORTED, as the kernel's SIDR
+// answers a request for a service nobody listens on; the fabric read the
+// bound id's socket only once it listened or connected, so the request
+// went unanswered until the requester's retries ran out (make diff-kernel
+// on rxe0, seed 199518458979890).
+func TestUDConnectToBoundIdFailsAtOnce(t *testing.T) {
+	f := udFabric(t, soft.WithSIDRRetry(soft.DefaultSIDRTimeout, soft.DefaultSIDRRetries))
+	bch := newChannel(t, f)
+	b := create(t, bch, id.PSUDP)
+	addr := netip.AddrPortFrom(lo4, freeUDPPort(t))
+	if err := b.Bind(addr); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, ch := udRequestFrom(t, f, addr, "")
+	ev := next(t, ch, id.EventUnreachable)
+	took, status := time.Since(start), ev.Status
+	ack(t, ev)
+	if status != int(sidr.StatusUnsupported) {
+		t.Errorf("status %d, want %d (IB_SIDR_UNSUPPORTED)", status, sidr.StatusUnsupported)
+	}
+	if took > time.Second {
+		t.Errorf("took %v, want well under the first retransmission's %v", took, soft.DefaultSIDRTimeout*4)
+	}
+}
+
 // One source filling a listener's SIDR request table does not shut out
 // other requesters (issue 18, item 6): a listener answers every request
 // from one host as fast as it can (5000 of them, more than the table

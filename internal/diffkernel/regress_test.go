@@ -69,6 +69,17 @@ var regressions = []struct {
 			"s0 connect pd=6 => s0/UD[connect:ok>CONNECT UNREACHABLE:1>FAILED]"),
 	},
 	{
+		// A SIDR request to a port a UD id holds without listening: UNREACHABLE
+		// 1 at once too (the software fabric left it unanswered).
+		name: "ud-bound-not-listening", dev: "rxe0", kernel: trace(
+			created("s0", "udp", "sync"),
+			created("s1", "udp", "sync"),
+			"s1 resolve_addr local:3 => s1/UD[resolve_addr:ok>ADDR_QUERY ADDR_RESOLVED:0>ADDR_RESOLVED]",
+			"s0 bind local:3 => s0/UD[bind:ok>ADDR_BOUND]",
+			"s1 resolve_route => s1/UD[resolve_route:ok>ROUTE_QUERY ROUTE_RESOLVED:0>ROUTE_RESOLVED]",
+			"s1 connect pd=10 => s1/UD[connect:ok>CONNECT UNREACHABLE:1>FAILED]"),
+	},
+	{
 		// Backlog 1, the first request read and not yet answered: the second
 		// is reported (the backlog counts requests not yet read).
 		name: "listen-backlog-read/rxe", dev: "rxe0", kernel: trace(
