@@ -20,6 +20,9 @@ func waitQueued(t *testing.T, ch *channel.Channel) {
 	t.Helper()
 	pfd := []unix.PollFd{{Fd: int32(ch.Fd()), Events: unix.POLLIN}}
 	n, err := unix.Poll(pfd, 10000)
+	for err == unix.EINTR { // a signal (the runtime's preemption) is not an answer
+		n, err = unix.Poll(pfd, 10000)
+	}
 	if err != nil || n != 1 {
 		t.Fatalf("no event queued on the listener's channel within 10 s (poll %d, %v)", n, err)
 	}

@@ -308,6 +308,9 @@ func pollable(t *testing.T, fd int) bool {
 	t.Helper()
 	p := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	n, err := unix.Poll(p, 0)
+	for err == unix.EINTR { // a signal (the runtime's preemption) is not an answer
+		n, err = unix.Poll(p, 0)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,6 +20,9 @@ func readable(t *testing.T, q *Queue) bool {
 	t.Helper()
 	fds := []unix.PollFd{{Fd: int32(q.Fd()), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds, 0)
+	for err == unix.EINTR { // a signal (the runtime's preemption) is not an answer
+		n, err = unix.Poll(fds, 0)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,6 +21,9 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func readable(t interface{ Fatal(...any) }, fd int) bool {
 	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds, 0)
+	for err == unix.EINTR { // a signal (the runtime's preemption) is not an answer
+		n, err = unix.Poll(fds, 0)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
